@@ -1,0 +1,31 @@
+# One command each, on a fresh machine with only Python and the package registry: make demo, make test.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export TI_SKIP_VERSION_CHECK := ON
+export TI_OFFLINE_CACHE_FILE_PATH ?= $(CURDIR)/.cache/taichi
+export MPLBACKEND := Agg
+
+.PHONY: demo test bench clean
+
+$(STAMP): setup.cfg pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	mkdir -p out
+	$(PY) demos/adjoint_by_hand.py
+	$(PY) demos/sensitivity_growth.py
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	mkdir -p out
+	$(PY) benchmarks/engine_overhead.py
+
+clean:
+	rm -rf $(VENV) out .cache *.egg-info

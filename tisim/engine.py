@@ -1,0 +1,345 @@
+"""The rollout engine: per-step arrays with a batch axis and a time axis, the forward sweep and the backward pass.
+
+A simulator step is x[t+1] = f(x[t], a[t]; theta). The engine holds, for one simulator,
+
+    x      states      (B, T+1, S)   x[b, t] is the state after t steps; x[b, 0] the initial state
+    theta  parameters  (B, P)        one parameter vector per batch element
+    u      actions     (B, T, A)     u[b, t] acts during step t (the a[t] of the equations)
+
+and runs the system's ``step`` for t = 0..T-1 inside ONE kernel, parallel over the batch axis. Reverse mode through
+that kernel is the discrete adjoint method: after one backward pass x.grad[b, t] is lambda_t = dL/dx_t, theta.grad is
+dL/dtheta and u.grad is dL/da.
+"""
+import collections
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import taichi as ti
+
+from tisim import runtime
+from tisim.quantities import Layout, near_miss
+
+METHODS = ("unrolled",)  # checkpointed, forward and adjoint are planned (see README)
+GROUPS = ("params", "initial_state", "actions")
+
+
+@ti.kernel
+def _start(x: ti.types.ndarray(ndim=3), x0: ti.types.ndarray(ndim=2)):
+    # Steps accumulate into x[t+1] with +=, so every later step must start from zero.
+    for b, t, k in ti.ndrange(x.shape[0], x.shape[1], x.shape[2]):
+        x[b, t, k] = x0[b, k] if t == 0 else 0.0
+
+
+@ti.kernel
+def _first_nonfinite(x: ti.types.ndarray(ndim=3), bad: ti.types.ndarray(ndim=1)):
+    for b in range(x.shape[0]):
+        bad[b] = x.shape[1]
+    for b, t, k in ti.ndrange(x.shape[0], x.shape[1], x.shape[2]):
+        if ti.math.isnan(x[b, t, k]) or ti.math.isinf(x[b, t, k]):
+            ti.atomic_min(bad[b], t)
+
+
+@ti.kernel
+def _seed_final_state(g: ti.types.ndarray(ndim=3), k: ti.i32):
+    for b, t, j in ti.ndrange(g.shape[0], g.shape[1], g.shape[2]):
+        g[b, t, j] = 1.0 if (t == g.shape[1] - 1 and j == k) else 0.0
+
+
+class NonFiniteError(FloatingPointError):
+    """A rollout produced NaN or infinity; the message names the system, the state and the first bad step."""
+
+
+@dataclass
+class Gradient:
+    """The result of one backward pass. All arrays keep the batch axis first.
+
+    value: the loss summed over the batch [-]; per_batch: each element's loss, shape (B,).
+    params[name]: dL/dtheta, shape (B, *shape). initial_state[name]: dL/dx_0, shape (B, *shape).
+    actions: dL/da, shape (B, T, *action shape). adjoint[name]: lambda_t = dL/dx_t, shape (B, T+1, *shape).
+    """
+
+    value: float
+    per_batch: np.ndarray
+    params: dict
+    initial_state: dict
+    actions: np.ndarray
+    adjoint: dict
+
+
+@dataclass
+class Jacobian:
+    """d x_T / d(inputs): matrix has shape (B, S, N); rows label the final-state entries, cols the inputs."""
+
+    matrix: np.ndarray
+    rows: list
+    cols: list
+
+
+@ti.data_oriented
+class System:
+    """Base class of every simulator.
+
+    A subclass declares, as class attributes:
+      1. PARAMS, STATE, ACTION: tuples of ``Quantity`` rows for theta, x and a. ACTION has exactly one row (a scalar or
+         a vector); STATE and PARAMS any number.
+      2. DT: the default time step [s]; STRUCTURE: names of integer constructor keywords that fix sizes and appear in
+         shapes (default none).
+    and implements:
+      3. ``step(self, x, theta, u, dt, b, t)``, a ``@ti.func`` that reads x[b, t, :], theta[b, :] and u[b, t, :] and
+         ACCUMULATES the next state into x[b, t+1, :] with ``+=`` (the engine zeroes it first; a plain store would
+         erase the adjoint that the backward pass leaves in x.grad). Offsets come from self.X, self.P and self.U,
+         for example ``theta[b, self.P.m_cart]``. The step must read nothing from ``self`` but structure: its
+         kernels are compiled once per class and structure and run on a shared instance.
+
+    Users call set_params / params, set_initial_state / initial_state, set_actions / actions, rollout, gradient and
+    jacobian. Subclasses override nothing else.
+    """
+
+    PARAMS = ()
+    STATE = ()
+    ACTION = ()
+    DT = 0.01
+    STRUCTURE = ()
+
+    def __init__(self, horizon, batch=1, dt=None, **values):
+        name = type(self).__name__
+        sizes = {key: values.pop(key) for key in self.STRUCTURE if key in values}
+        for key in self.STRUCTURE:
+            sizes.setdefault(key, getattr(type(self), key.upper() + "_DEFAULT", 1))
+            _check_count(name, key, sizes[key])
+        _check_count(name, "horizon", horizon)
+        _check_count(name, "batch", batch)
+        dt = self.DT if dt is None else dt
+        if isinstance(dt, bool) or not isinstance(dt, (int, float, np.floating)) or not (0 < dt < math.inf):
+            raise ValueError(f"{name}: dt must be a finite number > 0 [s], got {dt!r}")
+        if len(self.ACTION) != 1:
+            raise TypeError(f"{name}: ACTION must declare exactly one quantity, got {len(self.ACTION)}")
+        self.T, self.B, self.dt, self.sizes = int(horizon), int(batch), float(dt), sizes
+        self._describe(sizes)
+        self._host = runtime.host((type(self), tuple(sorted(sizes.items()))), self._bare_host)
+        self._generation = runtime.generation()
+        self._allocate()
+        self._theta = self.param_layout.defaults(self.B)
+        self._x0 = self.state_layout.defaults(self.B)
+        self._u = np.zeros((self.B, self.T, self.action_layout.size))
+        self._stale = True
+        self._bound_losses = collections.OrderedDict()
+        known = self.param_layout.names + self.state_layout.names + list(self.STRUCTURE)
+        for key in values:
+            if key not in known:
+                raise ValueError(f"{name}: unknown keyword {key!r}; parameters: {self.param_layout.names}, "
+                                 f"states: {self.state_layout.names}" + near_miss(key, known))
+        self.set_params(**{k: v for k, v in values.items() if k in self.param_layout.quantities})
+        self.set_initial_state(**{k: v for k, v in values.items() if k in self.state_layout.quantities})
+
+    # ---- structure -------------------------------------------------------------------------------------------------
+    def _describe(self, sizes):
+        for key, size in sizes.items():
+            setattr(self, key, size)
+        self.param_layout = Layout(self.PARAMS, sizes, "parameter")
+        self.state_layout = Layout(self.STATE, sizes, "state")
+        self.action_layout = Layout(self.ACTION, sizes, "action")
+        self.P, self.X, self.U = self.param_layout.index, self.state_layout.index, self.action_layout.index
+        self.action_name = self.ACTION[0].name
+        self.action_shape = self.action_layout.shapes[self.action_name]
+
+    def _bare_host(self):
+        host = object.__new__(type(self))
+        host._describe(self.sizes)
+        return host
+
+    def _allocate(self):
+        real = runtime.real()
+        B, T = self.B, self.T
+        self.x = ti.ndarray(real, (B, T + 1, self.state_layout.size), needs_grad=True)
+        self.theta = ti.ndarray(real, (B, max(self.param_layout.size, 1)), needs_grad=True)
+        self.u = ti.ndarray(real, (B, T, self.action_layout.size), needs_grad=True)
+        self.x0 = ti.ndarray(real, (B, self.state_layout.size))
+        self.loss = ti.ndarray(real, (B,), needs_grad=True)
+        self._bad = ti.ndarray(ti.i32, (B,))
+
+    @ti.kernel
+    def _rollout(self, x: ti.types.ndarray(ndim=3), theta: ti.types.ndarray(ndim=2), u: ti.types.ndarray(ndim=3),
+                 dt: float, t0: ti.i32, t1: ti.i32):
+        for b in range(x.shape[0]):
+            for t in range(t0, t1):
+                self.step(x, theta, u, dt, b, t)
+
+    # ---- inputs ------------------------------------------------------------------------------------------------------
+    def _check_alive(self):
+        if self._generation != runtime.generation():
+            raise RuntimeError(f"{type(self).__name__}: tisim.init(...) restarted the runtime after this simulator was "
+                               "created; create it again")
+
+    def set_params(self, **values):
+        """Set parameters by name: a scalar (or one value of the declared shape) for all B, or one per batch element."""
+        self._check_alive()
+        checked = {k: self.param_layout.validated(k, v, self.B, "set_params") for k, v in values.items()}
+        for name, value in checked.items():
+            self.param_layout.write(self._theta, name, value)
+        self._stale = True
+
+    @property
+    def params(self):
+        """{name: array (B, *shape)} of the current parameter values."""
+        return {k: v.copy() for k, v in self.param_layout.unpack(self._theta).items()}
+
+    def set_initial_state(self, **values):
+        """Set x[0] by state name: one value of the declared shape for all B, or one per batch element."""
+        self._check_alive()
+        checked = {k: self.state_layout.validated(k, v, self.B, "set_initial_state") for k, v in values.items()}
+        for name, value in checked.items():
+            self.state_layout.write(self._x0, name, value)
+        self._stale = True
+
+    @property
+    def initial_state(self):
+        """{name: array (B, *shape)} of x[0]."""
+        return {k: v.copy() for k, v in self.state_layout.unpack(self._x0).items()}
+
+    def set_actions(self, actions):
+        """Set the action sequence a[0:T]: shape (T, *action shape) for all B, or (B, T, *action shape)."""
+        self._check_alive()
+        self._u[:] = self._validated_actions(actions).reshape(self._u.shape)
+        self._stale = True
+
+    def _validated_actions(self, actions):
+        name, shape = self.action_name, self.action_shape
+        try:
+            array = np.asarray(actions, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise TypeError(f"set_actions: actions must be numeric, got {type(actions).__name__}") from None
+        if array.shape not in ((self.T,) + shape, (self.B, self.T) + shape):
+            raise ValueError(f"set_actions: actions ({name}) must have shape {(self.T,) + shape} or "
+                             f"{(self.B, self.T) + shape}, got {array.shape}")
+        if not np.all(np.isfinite(array)):
+            raise ValueError(f"set_actions: actions ({name}) contain NaN or infinite values")
+        interval = self.ACTION[0].interval
+        if not np.all(interval.contains(array)):
+            raise ValueError(f"set_actions: actions ({name}) must be in {interval}")
+        return np.broadcast_to(array, (self.B, self.T) + shape)
+
+    @property
+    def actions(self):
+        """The action sequence, shape (B, T, *action shape)."""
+        return self._u.reshape((self.B, self.T) + self.action_shape).copy()
+
+    def index(self, name):
+        """Offset of a state along x's last axis, for custom Taichi losses: x[b, t, sim.index("theta")]."""
+        self.state_layout.check_name(name, "index")
+        return self.state_layout.offsets[name]
+
+    # ---- forward ---------------------------------------------------------------------------------------------------
+    def _upload(self):
+        if self._stale:
+            real = runtime.numpy_real()
+            self.theta.from_numpy(np.ascontiguousarray(
+                self._theta if self.param_layout.size else np.zeros((self.B, 1)), dtype=real))
+            self.x0.from_numpy(np.ascontiguousarray(self._x0, dtype=real))
+            self.u.from_numpy(np.ascontiguousarray(self._u, dtype=real))
+            self._stale = False
+
+    def _forward(self):
+        self._check_alive()
+        self._upload()
+        _start(self.x, self.x0)
+        self._host._rollout(self.x, self.theta, self.u, self.dt, 0, self.T)
+        _first_nonfinite(self.x, self._bad)
+        first = self._bad.to_numpy()
+        if np.any(first <= self.T):
+            b = int(np.argmin(first))
+            self._raise_nonfinite(b, int(first[b]))
+
+    def _raise_nonfinite(self, b, t):
+        row = self.x.to_numpy()[b, t]
+        labels = self.state_layout.labels()
+        bad = [labels[k] for k in range(len(row)) if not np.isfinite(row[k])]
+        raise NonFiniteError(f"{type(self).__name__}: the rollout turned non-finite at step {t} of {self.T} "
+                             f"(batch element {b}): state {', '.join(bad)} = {row[~np.isfinite(row)][0]}")
+
+    def rollout(self):
+        """Run the T steps; returns {state name: array (B, T+1, *shape)}."""
+        self._forward()
+        return self.state_layout.unpack(self.x.to_numpy().astype(np.float64))
+
+    # ---- backward --------------------------------------------------------------------------------------------------
+    def _bind(self, loss):
+        key = id(loss)
+        if key not in self._bound_losses:
+            self._bound_losses[key] = (loss, loss.bind(self))
+            if len(self._bound_losses) > 8:
+                self._bound_losses.popitem(last=False)
+        return self._bound_losses[key][1]
+
+    def _loss_values(self, loss):
+        """Forward rollout and loss; returns the per-element losses (B,)."""
+        bound = self._bind(loss)
+        self._forward()
+        self.loss.fill(0)
+        bound.forward(self)
+        return self.loss.to_numpy().astype(np.float64)
+
+    def _clear_grads(self):
+        for array in (self.x, self.theta, self.u, self.loss):
+            array.grad.fill(0)
+
+    def _backward_rollout(self):
+        self._host._rollout.grad(self.x, self.theta, self.u, self.dt, 0, self.T)
+
+    def gradient(self, loss, *, method="unrolled"):
+        """One forward and one backward pass: the loss and its gradient in every group (see ``Gradient``).
+
+        method: "unrolled" stores every step (memory O(B T S)) and differentiates the whole rollout in reverse.
+        """
+        if method not in METHODS:
+            raise ValueError(f"gradient: method must be one of {list(METHODS)}, got {method!r}"
+                             + near_miss(str(method), METHODS))
+        per_batch = self._loss_values(loss)
+        if not np.all(np.isfinite(per_batch)):
+            raise NonFiniteError(f"{type(self).__name__}: the loss is non-finite: {per_batch}")
+        self._clear_grads()
+        self.loss.grad.fill(1)
+        self._bind(loss).backward(self)
+        self._backward_rollout()
+        return self._collect(float(per_batch.sum()), per_batch)
+
+    def _collect(self, value, per_batch):
+        adjoint = self.x.grad.to_numpy().astype(np.float64)
+        return Gradient(
+            value=value, per_batch=per_batch,
+            params=self.param_layout.unpack(self.theta.grad.to_numpy()[:, :self.param_layout.size].astype(np.float64)),
+            initial_state=self.state_layout.unpack(adjoint[:, 0]),
+            actions=self.u.grad.to_numpy().astype(np.float64).reshape((self.B, self.T) + self.action_shape),
+            adjoint=self.state_layout.unpack(adjoint))
+
+    def jacobian(self, *, wrt="params"):
+        """d x_T / d(wrt) by one backward pass per final-state entry; wrt: "params", "initial_state" or "actions"."""
+        if wrt not in GROUPS:
+            raise ValueError(f"jacobian: wrt must be one of {list(GROUPS)}, got {wrt!r}" + near_miss(str(wrt), GROUPS))
+        self._forward()
+        rows = []
+        for k in range(self.state_layout.size):
+            self._clear_grads()
+            _seed_final_state(self.x.grad, k)
+            self._backward_rollout()
+            if wrt == "params":
+                rows.append(self.theta.grad.to_numpy()[:, :self.param_layout.size])
+            elif wrt == "initial_state":
+                rows.append(self.x.grad.to_numpy()[:, 0])
+            else:
+                rows.append(self.u.grad.to_numpy().reshape(self.B, -1))
+        cols = {"params": self.param_layout.labels(), "initial_state": self.state_layout.labels(),
+                "actions": [f"{self.action_name}[{t}]" + (f"[{j}]" if self.action_shape else "")
+                            for t in range(self.T) for j in range(self.action_layout.size)]}[wrt]
+        return Jacobian(np.stack(rows, axis=1).astype(np.float64), self.state_layout.labels(), cols)
+
+    def __repr__(self):
+        sizes = "".join(f", {k}={v}" for k, v in self.sizes.items())
+        return f"{type(self).__name__}(horizon={self.T}, batch={self.B}, dt={self.dt}{sizes})"
+
+
+def _check_count(owner, name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{owner}: {name} must be an integer >= 1, got {value!r}")
+

@@ -1,0 +1,221 @@
+"""Losses on a rollout. Each gives one scalar L_b per batch element; gradients are of the sum over the batch.
+
+    TerminalTarget   sum_k w_k (x_k[T] - x*_k)^2                 over the named states at the final step
+    Tracking         sum_t sum_k w_k (x_k[t] - d_k[t])^2          over recorded data; NaN marks "not observed"
+    Effort           w sum_t |a[t]|^2
+    w1 * L1 + L2     weighted sums of the above (and of custom losses)
+    Custom(f)        a Taichi function f(x, theta, u, b, T) returning L_b, for anything else
+
+The quadratic losses reduce to one list of entries (time, state offset, weight, target), evaluated by one kernel that
+compiles once however many losses are summed.
+
+A custom loss reads the packed arrays directly; ``sim.index(name)`` gives a state's offset, and Python ints captured by
+the function are compile-time constants:
+
+    import taichi as ti
+    k = sim.index("theta")
+
+    @ti.func
+    def upright(x: ti.template(), theta: ti.template(), u: ti.template(), b, T):
+        return 1.0 - ti.cos(x[b, T, k])
+
+    loss = tisim.losses.Custom(upright) + 0.01 * tisim.losses.Effort()
+"""
+import numpy as np
+import taichi as ti
+
+from tisim import runtime
+
+
+class Loss:
+    """A loss is a weighted sum of terms; ``bind(sim)`` allocates what evaluating it on that simulator needs."""
+
+    def terms(self):
+        """[(weight, primitive loss)]: how this loss decomposes into the primitives below."""
+        return [(1.0, self)]
+
+    def __add__(self, other):
+        if not isinstance(other, Loss):
+            return NotImplemented
+        return Sum(self.terms() + other.terms())
+
+    def __mul__(self, weight):
+        if isinstance(weight, bool) or not isinstance(weight, (int, float, np.floating)) or not np.isfinite(weight):
+            return NotImplemented
+        return Sum([(weight * w, term) for w, term in self.terms()])
+
+    __rmul__ = __mul__
+
+    def bind(self, sim):
+        return _Bound(sim, self.terms())
+
+
+class Sum(Loss):
+    def __init__(self, terms):
+        self._terms = list(terms)
+
+    def terms(self):
+        return list(self._terms)
+
+    def __repr__(self):
+        return " + ".join(f"{w:g} * {term!r}" for w, term in self._terms)
+
+
+def _weights(name, weights, names):
+    """Per-state weights from a scalar (all named states) or a dict."""
+    if isinstance(weights, dict):
+        unknown = set(weights) - set(names)
+        if unknown:
+            raise ValueError(f"{name}: weights name states {sorted(unknown)} that the loss does not use {sorted(names)}")
+        return {k: float(weights.get(k, 1.0)) for k in names}
+    return {k: float(weights) for k in names}
+
+
+def _check_weight(owner, w):
+    if not np.all(np.isfinite(w)) or np.any(np.asarray(w) < 0):
+        raise ValueError(f"{owner}: weights must be finite and >= 0, got {w}")
+
+
+class TerminalTarget(Loss):
+    """sum_k w_k (x_k[T] - target_k)^2 over the named states. target: {state: value or (B, *shape)}."""
+
+    def __init__(self, target, weights=1.0):
+        if not isinstance(target, dict) or not target:
+            raise TypeError("TerminalTarget: target must be a non-empty dict {state name: value}")
+        self.target = dict(target)
+        self.weights = _weights("TerminalTarget", weights, list(target))
+        for w in self.weights.values():
+            _check_weight("TerminalTarget", w)
+
+    def entries(self, sim):
+        layout = sim.state_layout
+        rows = []
+        for name, value in self.target.items():
+            goal = layout.validated(name, value, sim.B, "TerminalTarget.target").reshape(sim.B, -1)
+            for j in range(goal.shape[1]):
+                rows.append((sim.T, layout.offsets[name] + j, np.full(sim.B, self.weights[name]), goal[:, j]))
+        return rows
+
+    def __repr__(self):
+        return f"TerminalTarget({self.target})"
+
+
+class Tracking(Loss):
+    """sum_t sum_k w_k (x_k[t] - data_k[t])^2 over recorded data.
+
+    data: {state: array (T+1, *shape) or (B, T+1, *shape)}; NaN entries are not observed and cost nothing.
+    """
+
+    def __init__(self, data, weights=1.0):
+        if not isinstance(data, dict) or not data:
+            raise TypeError("Tracking: data must be a non-empty dict {state name: array}")
+        self.data = {k: np.asarray(v, dtype=np.float64) for k, v in data.items()}
+        self.weights = _weights("Tracking", weights, list(data))
+        for w in self.weights.values():
+            _check_weight("Tracking", w)
+
+    def entries(self, sim):
+        layout, B, T = sim.state_layout, sim.B, sim.T
+        rows = []
+        for name, d in self.data.items():
+            layout.check_name(name, "Tracking.data")
+            shape = layout.shapes[name]
+            if d.shape not in ((T + 1,) + shape, (B, T + 1) + shape):
+                raise ValueError(f"Tracking: data[{name!r}] must have shape {(T + 1,) + shape} or "
+                                 f"{(B, T + 1) + shape}, got {d.shape}")
+            if np.any(np.isinf(d)):
+                raise ValueError(f"Tracking: data[{name!r}] contains infinite values (use NaN for unobserved)")
+            d = np.broadcast_to(d, (B, T + 1) + shape).reshape(B, T + 1, -1)
+            for t in range(T + 1):
+                for j in range(d.shape[2]):
+                    seen = np.isfinite(d[:, t, j])
+                    if seen.any():
+                        rows.append((t, layout.offsets[name] + j, np.where(seen, self.weights[name], 0.0),
+                                     np.where(seen, d[:, t, j], 0.0)))
+        if not rows:
+            raise ValueError("Tracking: the data has no observed (finite) entry")
+        return rows
+
+    def __repr__(self):
+        return f"Tracking({sorted(self.data)})"
+
+
+class Effort(Loss):
+    """w sum_t |a[t]|^2: the action effort (w = 1 by default; scale with ``0.01 * Effort()``)."""
+
+    def __repr__(self):
+        return "Effort()"
+
+
+class Custom(Loss):
+    """A loss written as a Taichi function ``f(x, theta, u, b, T) -> L_b`` (see the module docstring)."""
+
+    def __init__(self, function):
+        if not callable(function):
+            raise TypeError(f"Custom: function must be a @ti.func, got {type(function).__name__}")
+        self.kernels = _CustomKernels(function)
+
+    def __repr__(self):
+        return "Custom()"
+
+
+@ti.data_oriented
+class _CustomKernels:
+    def __init__(self, function):
+        self.function = function
+
+    @ti.kernel
+    def accumulate(self, x: ti.types.ndarray(ndim=3), theta: ti.types.ndarray(ndim=2),
+                   u: ti.types.ndarray(ndim=3), L: ti.types.ndarray(ndim=1), w: float):
+        for b in range(x.shape[0]):
+            L[b] += w * self.function(x, theta, u, b, x.shape[1] - 1)
+
+
+@ti.kernel
+def _quadratic(x: ti.types.ndarray(ndim=3), u: ti.types.ndarray(ndim=3), L: ti.types.ndarray(ndim=1),
+               time: ti.types.ndarray(ndim=1), offset: ti.types.ndarray(ndim=1), w: ti.types.ndarray(ndim=2),
+               target: ti.types.ndarray(ndim=2), w_effort: float):
+    for b, e in ti.ndrange(x.shape[0], time.shape[0]):
+        L[b] += w[b, e] * (x[b, time[e], offset[e]] - target[b, e]) ** 2
+    for b, t, j in ti.ndrange(u.shape[0], u.shape[1], u.shape[2]):
+        L[b] += w_effort * u[b, t, j] ** 2
+
+
+class _Bound:
+    """A loss bound to one simulator: quadratic entries merged into arrays, custom terms kept apart."""
+
+    def __init__(self, sim, terms):
+        rows, self.customs, self.w_effort = [], [], 0.0
+        for weight, term in terms:
+            if isinstance(term, Effort):
+                self.w_effort += weight
+            elif isinstance(term, Custom):
+                self.customs.append((weight, term.kernels))
+            elif isinstance(term, (TerminalTarget, Tracking)):
+                rows += [(t, k, weight * w, goal) for t, k, w, goal in term.entries(sim)]
+            else:
+                raise TypeError(f"loss term {term!r} is not a tisim loss")
+        real = runtime.real()
+        count = max(len(rows), 1)  # a zero-length ndarray is not allowed; a zero-weight entry stands in
+        self.time = ti.ndarray(ti.i32, (count,))
+        self.offset = ti.ndarray(ti.i32, (count,))
+        self.w = ti.ndarray(real, (sim.B, count))
+        self.target = ti.ndarray(real, (sim.B, count))
+        if rows:
+            dtype = runtime.numpy_real()
+            self.time.from_numpy(np.array([r[0] for r in rows], dtype=np.int32))
+            self.offset.from_numpy(np.array([r[1] for r in rows], dtype=np.int32))
+            self.w.from_numpy(np.stack([r[2] for r in rows], axis=1).astype(dtype))
+            self.target.from_numpy(np.stack([r[3] for r in rows], axis=1).astype(dtype))
+        else:
+            self.time.fill(0), self.offset.fill(0), self.w.fill(0), self.target.fill(0)
+
+    def forward(self, sim):
+        _quadratic(sim.x, sim.u, sim.loss, self.time, self.offset, self.w, self.target, self.w_effort)
+        for weight, kernels in self.customs:
+            kernels.accumulate(sim.x, sim.theta, sim.u, sim.loss, weight)
+
+    def backward(self, sim):
+        for weight, kernels in reversed(self.customs):
+            kernels.accumulate.grad(sim.x, sim.theta, sim.u, sim.loss, weight)
+        _quadratic.grad(sim.x, sim.u, sim.loss, self.time, self.offset, self.w, self.target, self.w_effort)

@@ -1,0 +1,116 @@
+"""The Taichi runtime: the one place that calls ``ti.init`` and owns compiled-kernel lifetime.
+
+Every array a simulator holds is a ``ti.ndarray`` and every kernel takes its arrays as arguments. Kernels therefore
+compile once per system class and structure (not once per simulator), and no SNode tree is ever created, so a process
+can create and discard any number of simulators (Taichi's field trees run out at 512 per process).
+"""
+import os
+import tempfile
+import warnings
+
+os.environ.setdefault("TI_SKIP_VERSION_CHECK", "ON")  # no network here; the check only delays start-up
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)  # taichi calls locale.getdefaultlocale at import
+    import taichi as ti
+
+ARCHS = {"cpu": ti.cpu, "cuda": ti.cuda, "vulkan": ti.vulkan, "metal": ti.metal, "gpu": ti.gpu}
+PRECISIONS = {"f32": ti.f32, "f64": ti.f64}
+
+_settings = None  # the settings of the live runtime, or None before the first init
+_generation = 0  # bumped by every (re)initialization; arrays of an older generation are dead
+_hosts = {}  # (class, structure) -> the shared instance that kernels are compiled on
+
+
+def _cache_folder(path):
+    """A writable offline-cache folder: the argument, else TI_OFFLINE_CACHE_FILE_PATH, else ~/.cache, else /tmp."""
+    candidates = [path, os.environ.get("TI_OFFLINE_CACHE_FILE_PATH"),
+                  os.path.join(os.path.expanduser("~"), ".cache", "tisim", "taichi"),
+                  os.path.join(tempfile.gettempdir(), "tisim-taichi-cache")]
+    for folder in filter(None, candidates):
+        try:
+            os.makedirs(folder, exist_ok=True)
+            if os.access(folder, os.W_OK):
+                return folder
+        except OSError:
+            continue
+    raise RuntimeError("tisim.init: no writable folder for Taichi's offline cache; pass cache_folder=")
+
+
+def init(arch="cpu", precision="f64", deterministic=False, threads=None, debug=False, cache_folder=None):
+    """Start (or keep) the Taichi runtime. Idempotent: the same settings again do nothing.
+
+    Main arguments:
+        arch: "cpu", "cuda", "vulkan", "metal" or "gpu" (Taichi picks a GPU backend).
+        precision: "f64" (default; what gradient checks need) or "f32".
+    Other arguments:
+        deterministic: run on one CPU thread so results are bitwise reproducible run to run (atomic additions from
+            several threads land in varying order and differ in the last bits).
+        threads: CPU threads (default: all cores); must be None or 1 when deterministic.
+        debug: Taichi's debug mode (bounds checks; global-data-access checks in gradient tests); about 3x slower.
+        cache_folder: where compiled kernels are kept between processes.
+
+    Calling again with different settings restarts Taichi: simulators made before then stop working and say so.
+    """
+    global _settings, _generation
+    if arch not in ARCHS:
+        raise ValueError(f"tisim.init: arch must be one of {sorted(ARCHS)}, got {arch!r}")
+    if precision not in PRECISIONS:
+        raise ValueError(f"tisim.init: precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
+    if threads is not None and (not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"tisim.init: threads must be a positive int or None, got {threads!r}")
+    if deterministic and threads not in (None, 1):
+        raise ValueError(f"tisim.init: deterministic=True runs on one thread; got threads={threads}")
+    threads = 1 if deterministic else threads
+    settings = dict(arch=arch, precision=precision, deterministic=bool(deterministic), threads=threads,
+                    debug=bool(debug))
+    if settings == _settings:
+        return
+    if _settings is not None:
+        ti.reset()
+    options = dict(arch=ARCHS[arch], default_fp=PRECISIONS[precision], debug=debug, fast_math=False,
+                   offline_cache=True, offline_cache_file_path=_cache_folder(cache_folder), log_level=ti.WARN)
+    if threads is not None:
+        options["cpu_max_num_threads"] = threads
+    ti.init(**options)
+    _settings = settings
+    _generation += 1
+    _hosts.clear()
+
+
+def ensure_init():
+    """Initialize with the defaults unless the user already chose settings."""
+    if _settings is None:
+        init()
+
+
+def settings():
+    """The live runtime's settings (a copy), initializing with the defaults first if needed."""
+    ensure_init()
+    return dict(_settings)
+
+
+def generation():
+    return _generation
+
+
+def real():
+    """The Taichi float type of the live runtime."""
+    ensure_init()
+    return PRECISIONS[_settings["precision"]]
+
+
+def numpy_real():
+    import numpy as np
+    return np.float64 if settings()["precision"] == "f64" else np.float32
+
+
+def host(key, make):
+    """The object that kernels run on for ``key`` (a class and its structure), made by ``make()`` once per runtime.
+
+    Taichi compiles a ``@ti.data_oriented`` kernel once per instance. Routing every call through one bare instance per
+    (class, structure) compiles it once per class instead, and lets simulators come and go without recompiling.
+    """
+    ensure_init()
+    if key not in _hosts:
+        _hosts[key] = make()
+    return _hosts[key]
