@@ -115,7 +115,7 @@ class System:
             raise ValueError(f"{name}: dt must be a finite number > 0 [s], got {dt!r}")
         if len(self.ACTION) != 1:
             raise TypeError(f"{name}: ACTION must declare exactly one quantity, got {len(self.ACTION)}")
-        self.T, self.B, self.dt, self.sizes = int(horizon), int(batch), float(dt), sizes
+        self.T, self.B, self.dt = int(horizon), int(batch), float(dt)
         self._describe(sizes)
         self._host = runtime.host((type(self), tuple(sorted(sizes.items()))), self._bare_host)
         self._generation = runtime.generation()
@@ -135,6 +135,7 @@ class System:
 
     # ---- structure -------------------------------------------------------------------------------------------------
     def _describe(self, sizes):
+        self.sizes = dict(sizes)
         for key, size in sizes.items():
             setattr(self, key, size)
         self.param_layout = Layout(self.PARAMS, sizes, "parameter")
@@ -335,6 +336,8 @@ class System:
         return Jacobian(np.stack(rows, axis=1).astype(np.float64), self.state_layout.labels(), cols)
 
     def __repr__(self):
+        if not hasattr(self, "T"):
+            return f"<kernel host of {type(self).__name__} {self.sizes}>"
         sizes = "".join(f", {k}={v}" for k, v in self.sizes.items())
         return f"{type(self).__name__}(horizon={self.T}, batch={self.B}, dt={self.dt}{sizes})"
 

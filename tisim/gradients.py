@@ -39,7 +39,7 @@ def relative_errors(backward, central):
     return np.abs(backward - central) / np.maximum(np.maximum(np.abs(backward), np.abs(central)), floor)
 
 
-def gradcheck(sim, loss, *, groups=GROUPS, step=1e-6, max_entries=None):
+def gradcheck(sim, loss, *, groups=GROUPS, step=1e-5, max_entries=None):
     """Compare ``sim.gradient(loss)`` with central differences for each group ("params", "initial_state", "actions").
 
     Each entry is perturbed by +-h, h = step * max(1, |value|), in all batch elements at once (they are independent),

@@ -1,0 +1,166 @@
+"""The rollout engine: the worked example, batches, Jacobians and what bad input gets."""
+import numpy as np
+import pytest
+
+import tisim
+from tisim.systems import Linear, ScalarLinear
+
+TARGET = tisim.losses.TerminalTarget({"x": 2.0})
+
+
+def worked_example():
+    return ScalarLinear(horizon=3, a=0.9, theta=1.0, x=0.0)
+
+
+def test_worked_example_forward_and_adjoint():
+    """a=0.9, T=3, theta=1, target 2: the rollout, L, every lambda_t and dL/dtheta to 1e-12."""
+    sim = worked_example()
+    np.testing.assert_allclose(sim.rollout()["x"][0], [0.0, 1.0, 1.9, 2.71], rtol=0, atol=1e-12)
+    g = sim.gradient(TARGET)
+    assert abs(g.value - 0.5041) < 1e-12
+    np.testing.assert_allclose(g.adjoint["x"][0], [1.03518, 1.1502, 1.278, 1.42], rtol=0, atol=1e-12)
+    assert abs(g.initial_state["x"][0] - 1.03518) < 1e-12
+    assert abs(g.params["theta"][0] - 3.8482) < 1e-12
+    assert abs(g.params["theta"][0] - g.adjoint["x"][0, 1:].sum()) < 1e-12
+    assert abs(g.params["theta"][0] - 2 * (2.71 - 2) * (1 + 0.9 + 0.81)) < 1e-12
+    np.testing.assert_allclose(g.actions[0], [1.1502, 1.278, 1.42], rtol=0, atol=1e-12)
+
+
+def test_worked_example_agrees_with_central_differences():
+    """The worked example's backward pass matches central differences in every group."""
+    report = tisim.gradcheck(worked_example(), TARGET)
+    assert set(report) == {"params", "initial_state", "actions"}
+    assert report.worst < 1e-8, str(report)
+
+
+def test_gradient_is_repeatable_and_does_not_accumulate():
+    """Two gradient calls in a row give identical results: gradients are zeroed, not accumulated."""
+    sim = worked_example()
+    first, second = sim.gradient(TARGET), sim.gradient(TARGET)
+    assert first.params["theta"][0] == second.params["theta"][0]
+    np.testing.assert_array_equal(first.adjoint["x"], second.adjoint["x"])
+
+
+def test_batch_elements_are_independent():
+    """B=4 with different parameters gives the four single-element results."""
+    a = np.array([0.5, 0.9, 1.0, 1.2])
+    theta = np.array([1.0, -1.0, 0.3, 2.0])
+    x0 = np.array([0.0, 1.0, -2.0, 0.5])
+    u = np.random.default_rng(0).normal(size=(4, 6))
+    batched = ScalarLinear(horizon=6, batch=4, a=a, theta=theta, x=x0)
+    batched.set_actions(u)
+    g = batched.gradient(TARGET)
+    for b in range(4):
+        single = ScalarLinear(horizon=6, a=a[b], theta=theta[b], x=x0[b])
+        single.set_actions(u[b])
+        gb = single.gradient(TARGET)
+        assert g.per_batch[b] == pytest.approx(gb.value, rel=1e-14)
+        np.testing.assert_allclose(g.adjoint["x"][b], gb.adjoint["x"][0], rtol=1e-14)
+        np.testing.assert_allclose(g.actions[b], gb.actions[0], rtol=1e-14)
+        assert g.params["a"][b] == pytest.approx(gb.params["a"][0], rel=1e-14)
+    assert g.value == pytest.approx(g.per_batch.sum(), rel=1e-14)
+
+
+@pytest.mark.parametrize("wrt", ["params", "initial_state", "actions"])
+def test_jacobian_matches_central_differences(wrt):
+    """jacobian(wrt=...) of a 3-state Linear system equals central differences of x_T."""
+    rng = np.random.default_rng(1)
+    sim = Linear(horizon=4, batch=2, n=3, m=2, A=rng.normal(size=(3, 3)) * 0.5, B=rng.normal(size=(3, 2)),
+                 theta=rng.normal(size=3), x=rng.normal(size=3))
+    sim.set_actions(rng.normal(size=(2, 4, 2)))
+    J = sim.jacobian(wrt=wrt)
+    arrays = {"params": sim._theta, "initial_state": sim._x0, "actions": sim._u.reshape(2, -1)}
+    values = arrays[wrt]
+    assert J.matrix.shape == (2, 3, values.shape[1]) and len(J.cols) == values.shape[1] and len(J.rows) == 3
+    h = 1e-6
+    for e in range(values.shape[1]):
+        original = values[:, e].copy()
+        values[:, e] = original + h
+        sim._stale = True
+        up = sim.rollout()["x"][:, -1]
+        values[:, e] = original - h
+        sim._stale = True
+        down = sim.rollout()["x"][:, -1]
+        values[:, e] = original
+        sim._stale = True
+        np.testing.assert_allclose(J.matrix[:, :, e], (up - down) / (2 * h), rtol=1e-7, atol=1e-8)
+
+
+def test_params_and_initial_state_round_trip():
+    """set_params / set_initial_state broadcast scalars and keep per-element values, batch axis first."""
+    sim = Linear(horizon=2, batch=3, n=2, m=1, A=np.eye(2), theta=[[1, 2], [3, 4], [5, 6]], x=[0.5, -0.5])
+    assert sim.params["A"].shape == (3, 2, 2) and np.all(sim.params["A"] == np.eye(2))
+    np.testing.assert_array_equal(sim.params["theta"], [[1, 2], [3, 4], [5, 6]])
+    np.testing.assert_array_equal(sim.initial_state["x"], [[0.5, -0.5]] * 3)
+    assert sim.actions.shape == (3, 2, 1)
+    traj = sim.rollout()
+    assert traj["x"].shape == (3, 3, 2)
+    np.testing.assert_allclose(traj["x"][:, 2], np.array([[0.5, -0.5]] * 3) + 2 * np.array([[1, 2], [3, 4], [5, 6]]))
+
+
+BAD_CONSTRUCTION = [
+    (dict(horizon=0), "horizon must be an integer >= 1"),
+    (dict(horizon=2.5), "horizon must be an integer >= 1"),
+    (dict(horizon=True), "horizon must be an integer >= 1"),
+    (dict(horizon=3, batch=0), "batch must be an integer >= 1"),
+    (dict(horizon=3, dt=0.0), "dt must be a finite number > 0"),
+    (dict(horizon=3, dt=-1e-3), "dt must be a finite number > 0"),
+    (dict(horizon=3, dt=float("nan")), "dt must be a finite number > 0"),
+    (dict(horizon=3, thetta=1.0), "Perhaps you meant 'theta'"),
+    (dict(horizon=3, theta=float("nan")), "theta contains NaN"),
+    (dict(horizon=3, a=float("inf")), "a contains NaN or infinite"),
+    (dict(horizon=3, x=[1.0, 2.0]), "x must have shape"),
+]
+
+
+@pytest.mark.parametrize("kwargs, message", BAD_CONSTRUCTION)
+def test_bad_construction_names_the_argument(kwargs, message):
+    """Bad constructor arguments raise an error naming the argument and what is allowed."""
+    with pytest.raises((ValueError, TypeError), match=message):
+        ScalarLinear(**kwargs)
+
+
+def test_bad_inputs_after_construction_change_nothing():
+    """Bad set_params / set_initial_state / set_actions raise clear errors and leave the simulator as it was."""
+    sim = ScalarLinear(horizon=3, batch=2)
+    before = sim.rollout()["x"].copy()
+    cases = [
+        (lambda: sim.set_params(theta=[1.0, 2.0, 3.0]), "theta must have shape a scalar or shape \\(2,\\)"),
+        (lambda: sim.set_params(a=1.0, theta=np.nan), "theta contains NaN"),
+        (lambda: sim.set_params(b=1.0), "unknown parameter name 'b'"),
+        (lambda: sim.set_initial_state(y=0.0), "unknown state name 'y'"),
+        (lambda: sim.set_initial_state(x="zero"), "x must be numeric"),
+        (lambda: sim.set_actions(np.zeros(4)), "actions \\(u\\) must have shape \\(3,\\) or \\(2, 3\\)"),
+        (lambda: sim.set_actions([0.0, np.inf, 0.0]), "NaN or infinite"),
+        (lambda: sim.gradient(TARGET, method="checkpointd"), "method must be one of"),
+        (lambda: sim.jacobian(wrt="param"), "Perhaps you meant 'params'"),
+        (lambda: sim.index("v"), "unknown state name 'v'"),
+    ]
+    for call, message in cases:
+        with pytest.raises((ValueError, TypeError), match=message):
+            call()
+    assert sim.params["a"].tolist() == [0.9, 0.9]
+    np.testing.assert_array_equal(sim.rollout()["x"], before)
+
+
+def test_bounds_are_enforced():
+    """A declared bound rejects values outside it with the interval in the message."""
+    quantity = tisim.Quantity("m", 1.0, "kg", "mass", bounds="(0, inf)")
+    assert quantity.interval.contains([1e-9, 5.0]).all() and not quantity.interval.contains(0.0)
+    assert str(tisim.Quantity("e", 0.5, "-", "restitution", bounds="[0, 1]").interval) == "[0, 1]"
+    with pytest.raises(ValueError, match="bounds must look like"):
+        tisim.Quantity("e", 0.5, "-", "restitution", bounds="0..1").interval
+
+
+def test_nonfinite_rollout_names_state_and_step():
+    """A rollout that overflows raises NonFiniteError with the system, the state and the first bad step."""
+    sim = ScalarLinear(horizon=40, a=1e20, theta=1.0)
+    with pytest.raises(tisim.NonFiniteError, match=r"ScalarLinear: the rollout turned non-finite at step (\d+)") as info:
+        sim.rollout()
+    step = int(info.value.args[0].split("at step ")[1].split()[0])
+    with np.errstate(over="ignore"):
+        x = np.zeros(41)
+        for t in range(40):
+            x[t + 1] = 1e20 * x[t] + 1.0
+    assert step == int(np.argmax(~np.isfinite(x)))
+    assert "state x = inf" in str(info.value)

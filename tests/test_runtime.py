@@ -1,0 +1,75 @@
+"""The runtime: initialization, simulator lifetime and reproducibility."""
+import numpy as np
+import pytest
+
+import tisim
+from tisim import runtime
+from tisim.systems import Linear, ScalarLinear
+
+from conftest import TEST_SETTINGS
+
+
+def test_init_is_idempotent():
+    """Calling init again with the same settings keeps the runtime (and its simulators) alive."""
+    generation = runtime.generation()
+    sim = ScalarLinear(horizon=2)
+    tisim.init(**TEST_SETTINGS)
+    assert runtime.generation() == generation
+    assert sim.rollout()["x"].shape == (1, 3)
+
+
+def test_two_thousand_simulators_in_one_process():
+    """Creating, using and discarding 2,000 small simulators works (no SNode trees, no per-simulator compiles)."""
+    loss = tisim.losses.TerminalTarget({"x": 2.0})
+    hosts_before = set(runtime._hosts)
+    for i in range(2000):
+        sim = (ScalarLinear if i % 2 else Linear)(horizon=3 + i % 5, batch=1 + i % 3)
+        if i % 100 == 0:
+            g = sim.gradient(loss if i % 2 else tisim.losses.TerminalTarget({"x": [1.0, 1.0]}))
+            assert np.isfinite(g.value)
+        del sim
+    assert len(set(runtime._hosts) - hosts_before) <= 2  # kernels compile once per class, not per simulator
+
+
+def test_deterministic_runs_are_bitwise_equal():
+    """With deterministic=True, two runs of a batched gradient are bitwise identical."""
+    rng = np.random.default_rng(3)
+    results = []
+    for _ in range(2):
+        sim = Linear(horizon=50, batch=8, n=4, m=2, A=rng.normal(size=(4, 4)) * 0.3, B=rng.normal(size=(4, 2)))
+        sim.set_actions(np.ones((50, 2)))
+        g = sim.gradient(tisim.losses.TerminalTarget({"x": np.zeros(4)}) + 0.1 * tisim.losses.Effort())
+        results.append((g.value, g.params["A"], g.actions))
+        rng = np.random.default_rng(3)
+    assert results[0][0] == results[1][0]
+    np.testing.assert_array_equal(results[0][1], results[1][1])
+    np.testing.assert_array_equal(results[0][2], results[1][2])
+
+
+def test_restart_invalidates_old_simulators():
+    """Changing settings restarts Taichi; a simulator from before says so instead of crashing."""
+    sim = ScalarLinear(horizon=2)
+    tisim.init(arch="cpu", precision="f32")
+    try:
+        with pytest.raises(RuntimeError, match="create it again"):
+            sim.rollout()
+        fresh = ScalarLinear(horizon=3)
+        np.testing.assert_allclose(fresh.rollout()["x"][0], [0, 1, 1.9, 2.71], rtol=1e-6)
+        with pytest.raises(RuntimeError, match="needs tisim.init\\(precision='f64'\\)"):
+            tisim.gradcheck(fresh, tisim.losses.TerminalTarget({"x": 2.0}))
+    finally:
+        tisim.init(**TEST_SETTINGS)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(arch="tpu"), "arch must be one of"),
+    (dict(precision="f16"), "precision must be one of"),
+    (dict(threads=0), "threads must be a positive int"),
+    (dict(deterministic=True, threads=2), "deterministic=True runs on one thread"),
+])
+def test_bad_init_arguments(kwargs, message):
+    """tisim.init rejects unknown settings before touching the runtime."""
+    generation = runtime.generation()
+    with pytest.raises(ValueError, match=message):
+        tisim.init(**kwargs)
+    assert runtime.generation() == generation
