@@ -84,7 +84,8 @@ class System:
       1. PARAMS, STATE, ACTION: tuples of ``Quantity`` rows for theta, x and a. ACTION has exactly one row (a scalar or
          a vector); STATE and PARAMS any number.
       2. DT: the default time step [s]; STRUCTURE: names of integer constructor keywords that fix sizes and appear in
-         shapes (default none).
+         shapes (default none; defaults from <NAME>_DEFAULT); OPTIONS: {keyword: (allowed strings, first = default)}
+         for choices of law, e.g. {"contact": ("penalty", "impact")}, read in kernels with ti.static.
     and implements:
       3. ``step(self, x, theta, u, dt, b, t)``, a ``@ti.func`` that reads x[b, t, :], theta[b, :] and u[b, t, :] and
          ACCUMULATES the next state into x[b, t+1, :] with ``+=`` (the engine zeroes it first; a plain store would
@@ -101,6 +102,7 @@ class System:
     ACTION = ()
     DT = 0.01
     STRUCTURE = ()
+    OPTIONS = {}
 
     def __init__(self, horizon, batch=1, dt=None, **values):
         name = type(self).__name__
@@ -108,6 +110,11 @@ class System:
         for key in self.STRUCTURE:
             sizes.setdefault(key, getattr(type(self), key.upper() + "_DEFAULT", 1))
             _check_count(name, key, sizes[key])
+        options = {key: values.pop(key, allowed[0]) for key, allowed in self.OPTIONS.items()}
+        for key, choice in options.items():
+            if choice not in self.OPTIONS[key]:
+                raise ValueError(f"{name}: {key} must be one of {list(self.OPTIONS[key])}, got {choice!r}"
+                                 + near_miss(str(choice), self.OPTIONS[key]))
         _check_count(name, "horizon", horizon)
         _check_count(name, "batch", batch)
         dt = self.DT if dt is None else dt
@@ -116,8 +123,9 @@ class System:
         if len(self.ACTION) != 1:
             raise TypeError(f"{name}: ACTION must declare exactly one quantity, got {len(self.ACTION)}")
         self.T, self.B, self.dt = int(horizon), int(batch), float(dt)
-        self._describe(sizes)
-        self._host = runtime.host((type(self), tuple(sorted(sizes.items()))), self._bare_host)
+        self._describe(sizes, options)
+        self._host = runtime.host((type(self), tuple(sorted(sizes.items())), tuple(sorted(options.items()))),
+                                  self._bare_host)
         self._generation = runtime.generation()
         self._allocate()
         self._theta = self.param_layout.defaults(self.B)
@@ -134,10 +142,10 @@ class System:
         self.set_initial_state(**{k: v for k, v in values.items() if k in self.state_layout.quantities})
 
     # ---- structure -------------------------------------------------------------------------------------------------
-    def _describe(self, sizes):
-        self.sizes = dict(sizes)
-        for key, size in sizes.items():
-            setattr(self, key, size)
+    def _describe(self, sizes, options):
+        self.sizes, self.options = dict(sizes), dict(options)
+        for key, value in {**sizes, **options}.items():
+            setattr(self, key, value)
         self.param_layout = Layout(self.PARAMS, sizes, "parameter")
         self.state_layout = Layout(self.STATE, sizes, "state")
         self.action_layout = Layout(self.ACTION, sizes, "action")
@@ -147,7 +155,7 @@ class System:
 
     def _bare_host(self):
         host = object.__new__(type(self))
-        host._describe(self.sizes)
+        host._describe(self.sizes, self.options)
         return host
 
     def _allocate(self):
@@ -338,7 +346,7 @@ class System:
     def __repr__(self):
         if not hasattr(self, "T"):
             return f"<kernel host of {type(self).__name__} {self.sizes}>"
-        sizes = "".join(f", {k}={v}" for k, v in self.sizes.items())
+        sizes = "".join(f", {k}={v!r}" for k, v in {**self.sizes, **self.options}.items())
         return f"{type(self).__name__}(horizon={self.T}, batch={self.B}, dt={self.dt}{sizes})"
 
 

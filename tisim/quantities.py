@@ -6,7 +6,7 @@ validates values at the Python boundary and unpacks arrays back into named piece
 """
 import difflib
 import math
-import types
+import collections
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,7 +79,8 @@ class Layout:
             self.shapes[q.name], self.offsets[q.name] = shape, offset
             offset += int(np.prod(shape, dtype=int))
         self.size = offset
-        self.index = types.SimpleNamespace(**self.offsets)  # compile-time offsets for kernels: theta[b, P.m_cart]
+        # compile-time offsets for kernels (a named tuple, so ti.static accepts it): theta[b, P.m_cart]
+        self.index = collections.namedtuple(group.capitalize() + "Offsets", list(self.offsets))(**self.offsets)
 
     @property
     def names(self):

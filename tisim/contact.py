@@ -1,0 +1,84 @@
+"""Contact and friction laws as pure Taichi functions, shared by every system.
+
+Normal force from penetration depth d >= 0 (d < 0: apart) and normal velocity vn (> 0: separating):
+    penalty_normal(d, vn, k, c, s)   fn = max(0, k act(d) - c vn gate(d))
+        hard (s = 0): act(d) = max(d, 0),         gate(d) = [d > 0]
+        soft (s > 0): act(d) = s log(1 + e^(d/s)), gate(d) = sigmoid(d / s)   smooth in d; reaches ~ s k at d = 0
+    restitution_damping(e, k, m)     c = 2 zeta sqrt(k m), zeta = -ln e / sqrt(pi^2 + ln^2 e): the linear
+                                     spring-damper whose free bounce has coefficient of restitution e
+
+Tangential (friction) force from tangential velocity vt and normal force fn:
+    friction_coulomb_tanh(vt, fn, mu, eps)    ft = -mu fn tanh(vt / eps)
+    friction_coulomb_huber(vt, fn, mu, eps)   ft = -mu fn clamp(vt / eps, -1, 1)   (gradient of a Huber function)
+    friction_stick_slip(v_free, fn, mu_s, mu, m, dt)
+        the force that stops the body this step, if it is within mu_s fn (stick, exact rest); otherwise kinetic
+        Coulomb -mu fn sign(v_free) (slip). v_free is the velocity the step would reach without friction.
+
+Rigid alternative to penalty contact:
+    restitution_toi(y, v, a, e, dt)   a ballistic step in the normal direction with an exact time of impact:
+        if the free flight would cross y = 0 within the step, stop at the impact time tau, map v -> -e v and fly the
+        remaining dt - tau. Exact for constant acceleration a.
+"""
+import math
+
+import taichi as ti
+
+from tisim.integrators import ballistic
+
+
+@ti.func
+def penalty_normal(d, vn, k, c, s):
+    act, gate = ti.max(d, 0.0), 0.0
+    if s > 0.0:
+        z = d / s
+        act = s * (ti.max(z, 0.0) + ti.log(1.0 + ti.exp(-ti.abs(z))))  # softplus without overflow
+        gate = 1.0 / (1.0 + ti.exp(-z))
+    elif d > 0.0:
+        gate = 1.0
+    return ti.max(k * act - c * vn * gate, 0.0)
+
+
+def restitution_damping_value(e, k, m):
+    """Python twin of restitution_damping, for messages and tests."""
+    if e <= 0.0:
+        return 2.0 * math.sqrt(k * m)
+    zeta = -math.log(e) / math.sqrt(math.pi ** 2 + math.log(e) ** 2)
+    return 2.0 * zeta * math.sqrt(k * m)
+
+
+@ti.func
+def restitution_damping(e, k, m):
+    zeta = 1.0  # e = 0: critical damping
+    if e > 0.0:
+        zeta = -ti.log(e) / ti.sqrt(math.pi ** 2 + ti.log(e) ** 2)
+    return 2.0 * zeta * ti.sqrt(k * m)
+
+
+@ti.func
+def friction_coulomb_tanh(vt, fn, mu, eps):
+    return -mu * fn * ti.tanh(vt / eps)
+
+
+@ti.func
+def friction_coulomb_huber(vt, fn, mu, eps):
+    return -mu * fn * ti.min(ti.max(vt / eps, -1.0), 1.0)
+
+
+@ti.func
+def friction_stick_slip(v_free, fn, mu_s, mu, m, dt):
+    f = -m * v_free / dt  # the force that brings the body to rest this step
+    if ti.abs(f) > mu_s * fn:
+        f = -mu * fn * ti.math.sign(v_free)
+    return f
+
+
+@ti.func
+def restitution_toi(y, v, a, e, dt):
+    y_next, v_next = ballistic(y, v, a, dt)
+    if y_next < 0.0 and y >= 0.0:
+        # first root of y + v tau + a tau^2 / 2 = 0 in (0, dt]; the stable form avoids cancellation
+        disc = ti.sqrt(ti.max(v * v - 2.0 * a * y, 0.0))
+        tau = 2.0 * y / (-v + disc) if (-v + disc) > 0.0 else 0.0
+        v_hit = v + a * tau
+        y_next, v_next = ballistic(0.0, -e * v_hit, a, dt - tau)
+    return y_next, v_next

@@ -1,0 +1,64 @@
+"""A disc bouncing on a floor (the line y = 0), in 2D.
+
+contact="penalty" (default): a spring-damper normal force on the penetration d = r - y, with the damping derived from
+    the coefficient of restitution, plus regularized Coulomb friction; semi-implicit Euler.
+        fn = penalty_normal(d, vy, k, c(e, k, m), softness),   ft = -mu fn tanh(vx / eps)
+        m vx' = ft,   m vy' = fn - m g
+    The penetration stays below about v_impact sqrt(m / k) (the undamped spring's amplitude).
+contact="impact": rigid contact; exact ballistic flight and, within the step, the time of impact and the impact map
+    vy+ = -e vy- (restitution_toi). Friction is not modelled in this mode.
+Non-smooth parts: the contact switch (softened by softness > 0 in penalty mode) and the impact time.
+"""
+import taichi as ti
+
+from tisim.contact import friction_coulomb_tanh, penalty_normal, restitution_damping, restitution_toi
+from tisim.engine import System
+from tisim.integrators import semi_implicit_euler
+from tisim.quantities import Quantity
+
+
+@ti.data_oriented
+class BouncingBall(System):
+    """A disc of radius r over the floor y = 0, under gravity; the action is a force on the disc."""
+
+    PARAMS = (
+        Quantity("g", 9.8, "m/s^2", "gravitational acceleration", bounds="[0, inf)"),
+        Quantity("m", 1.0, "kg", "disc mass", bounds="(0, inf)"),
+        Quantity("r", 0.1, "m", "disc radius", bounds="[0, inf)"),
+        Quantity("e", 0.8, "-", "coefficient of restitution", bounds="[0, 1]"),
+        Quantity("k", 1e5, "N/m", "contact stiffness (penalty mode)", bounds="(0, inf)"),
+        Quantity("softness", 0.0, "m", "softplus length of the contact activation; 0 = hard switch", bounds="[0, inf)"),
+        Quantity("mu", 0.5, "-", "Coulomb coefficient with the floor (penalty mode)", bounds="[0, inf)"),
+        Quantity("eps", 0.01, "m/s", "velocity scale of the regularized friction law", bounds="(0, inf)"),
+    )
+    STATE = (
+        Quantity("px", 0.0, "m", "horizontal position of the centre"),
+        Quantity("py", 1.0, "m", "height of the centre above the floor"),
+        Quantity("vx", 0.0, "m/s", "horizontal velocity"),
+        Quantity("vy", 0.0, "m/s", "vertical velocity"),
+    )
+    ACTION = (Quantity("force", 0.0, "N", "external force on the disc (x, y)", shape=(2,)),)
+    OPTIONS = {"contact": ("penalty", "impact")}
+    DT = 1e-3
+
+    @ti.func
+    def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
+        X, P = ti.static(self.X, self.P)
+        m, g, r = theta[b, P.m], theta[b, P.g], theta[b, P.r]
+        px, py, vx, vy = x[b, t, X.px], x[b, t, X.py], x[b, t, X.vx], x[b, t, X.vy]
+        ax, ay = u[b, t, 0] / m, u[b, t, 1] / m - g
+        px_next, py_next, vx_next, vy_next = 0.0, 0.0, 0.0, 0.0
+        if ti.static(self.contact == "penalty"):
+            k, e = theta[b, P.k], theta[b, P.e]
+            fn = penalty_normal(r - py, vy, k, restitution_damping(e, k, m), theta[b, P.softness])
+            ft = friction_coulomb_tanh(vx, fn, theta[b, P.mu], theta[b, P.eps])
+            px_next, vx_next = semi_implicit_euler(px, vx, ax + ft / m, dt)
+            py_next, vy_next = semi_implicit_euler(py, vy, ay + fn / m, dt)
+        else:
+            px_next, vx_next = px + dt * vx + 0.5 * dt * dt * ax, vx + dt * ax
+            bottom, vy_next = restitution_toi(py - r, vy, ay, theta[b, P.e], dt)
+            py_next = bottom + r
+        x[b, t + 1, X.px] += px_next
+        x[b, t + 1, X.py] += py_next
+        x[b, t + 1, X.vx] += vx_next
+        x[b, t + 1, X.vy] += vy_next

@@ -1,0 +1,62 @@
+"""Cart-pole: a pole hinged on a cart that a horizontal force pushes along a track.
+
+The classic equations (Barto, Sutton and Anderson 1983, as in Gymnasium's CartPole), with a continuous force F and an
+optional Coulomb friction on the cart (regularized with tanh; mu_cart = 0 by default):
+    M = m_cart + m_pole,  F' = F - mu_cart M g tanh(x_dot / eps)
+    temp = (F' + m_pole l theta_dot^2 sin(theta)) / M
+    theta'' = (g sin(theta) - cos(theta) temp) / (l (4/3 - m_pole cos^2(theta) / M))
+    x'' = temp - m_pole l theta'' cos(theta) / M
+theta is measured from upright (0 balanced, pi hanging); l is the distance from the hinge to the pole's centre of mass
+(half the pole length). Semi-implicit Euler, velocities first, then positions (Gymnasium's 'semi-implicit euler').
+"""
+import taichi as ti
+
+from tisim.contact import friction_coulomb_tanh
+from tisim.engine import System
+from tisim.integrators import semi_implicit_euler
+from tisim.quantities import Quantity
+
+
+@ti.data_oriented
+class Cartpole(System):
+    """A cart on a frictionless (or Coulomb) track carrying a hinged pole; the action is the force on the cart."""
+
+    PARAMS = (
+        Quantity("g", 9.8, "m/s^2", "gravitational acceleration", bounds="[0, inf)"),
+        Quantity("m_cart", 1.0, "kg", "cart mass", bounds="(0, inf)"),
+        Quantity("m_pole", 0.1, "kg", "pole mass", bounds="(0, inf)"),
+        Quantity("l", 0.5, "m", "hinge to the pole's centre of mass (half the pole length)", bounds="(0, inf)"),
+        Quantity("mu_cart", 0.0, "-", "Coulomb coefficient between cart and track", bounds="[0, inf)"),
+        Quantity("eps", 0.01, "m/s", "velocity scale of the regularized friction law", bounds="(0, inf)"),
+    )
+    STATE = (
+        Quantity("x", 0.0, "m", "cart position"),
+        Quantity("x_dot", 0.0, "m/s", "cart velocity"),
+        Quantity("theta", 0.0, "rad", "pole angle from upright (0 balanced, pi hanging)"),
+        Quantity("theta_dot", 0.0, "rad/s", "pole angular velocity"),
+    )
+    ACTION = (Quantity("force", 0.0, "N", "horizontal force on the cart"),)
+    DT = 0.02
+
+    @staticmethod
+    @ti.func
+    def cartpole_accelerations(x_dot, theta, theta_dot, force, g, m_cart, m_pole, l, mu_cart, eps):
+        total = m_cart + m_pole
+        push = force + friction_coulomb_tanh(x_dot, total * g, mu_cart, eps)
+        sin, cos = ti.sin(theta), ti.cos(theta)
+        temp = (push + m_pole * l * theta_dot * theta_dot * sin) / total
+        theta_acc = (g * sin - cos * temp) / (l * (4.0 / 3.0 - m_pole * cos * cos / total))
+        return temp - m_pole * l * theta_acc * cos / total, theta_acc
+
+    @ti.func
+    def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
+        X, P = ti.static(self.X, self.P)
+        x_acc, theta_acc = self.cartpole_accelerations(
+            x[b, t, X.x_dot], x[b, t, X.theta], x[b, t, X.theta_dot], u[b, t, 0], theta[b, P.g],
+            theta[b, P.m_cart], theta[b, P.m_pole], theta[b, P.l], theta[b, P.mu_cart], theta[b, P.eps])
+        pos, vel = semi_implicit_euler(x[b, t, X.x], x[b, t, X.x_dot], x_acc, dt)
+        ang, ang_vel = semi_implicit_euler(x[b, t, X.theta], x[b, t, X.theta_dot], theta_acc, dt)
+        x[b, t + 1, X.x] += pos
+        x[b, t + 1, X.x_dot] += vel
+        x[b, t + 1, X.theta] += ang
+        x[b, t + 1, X.theta_dot] += ang_vel

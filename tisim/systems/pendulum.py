@@ -1,0 +1,94 @@
+"""Pendulums: a point mass on a massless rod, and two of them chained.
+
+Pendulum (angle from the downward vertical, torque tau at the pivot):
+    theta'' = -(g / l) sin(theta) - c theta' / (m l^2) + tau / (m l^2)
+DoublePendulum (both angles from the downward vertical, point masses m1, m2 on rods l1, l2; joint torques tau):
+    the Lagrangian equations of motion solved for (theta1'', theta2'') as a 2x2 linear system; see
+    ``double_pendulum_accelerations``.
+Both are stepped with semi-implicit Euler (symplectic: with c = 0 the energy error stays bounded). The dynamics are
+smooth; the double pendulum is chaotic, so its sensitivities grow exponentially with the horizon.
+"""
+import taichi as ti
+
+from tisim.engine import System
+from tisim.integrators import semi_implicit_euler
+from tisim.quantities import Quantity
+
+
+@ti.data_oriented
+class Pendulum(System):
+    """A damped pendulum driven by a pivot torque."""
+
+    PARAMS = (
+        Quantity("g", 9.8, "m/s^2", "gravitational acceleration", bounds="[0, inf)"),
+        Quantity("l", 1.0, "m", "rod length, pivot to bob", bounds="(0, inf)"),
+        Quantity("m", 1.0, "kg", "bob mass", bounds="(0, inf)"),
+        Quantity("c", 0.0, "N m s", "viscous damping at the pivot", bounds="[0, inf)"),
+    )
+    STATE = (
+        Quantity("theta", 0.0, "rad", "angle from the downward vertical"),
+        Quantity("theta_dot", 0.0, "rad/s", "angular velocity"),
+    )
+    ACTION = (Quantity("tau", 0.0, "N m", "torque at the pivot"),)
+    DT = 0.01
+
+    @staticmethod
+    @ti.func
+    def angular_acceleration(theta, theta_dot, tau, g, l, m, c):
+        inertia = m * l * l
+        return -(g / l) * ti.sin(theta) + (tau - c * theta_dot) / inertia
+
+    @ti.func
+    def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
+        X, P = ti.static(self.X, self.P)
+        q, w = x[b, t, X.theta], x[b, t, X.theta_dot]
+        alpha = self.angular_acceleration(q, w, u[b, t, 0], theta[b, P.g], theta[b, P.l], theta[b, P.m], theta[b, P.c])
+        q_next, w_next = semi_implicit_euler(q, w, alpha, dt)
+        x[b, t + 1, X.theta] += q_next
+        x[b, t + 1, X.theta_dot] += w_next
+
+
+@ti.data_oriented
+class DoublePendulum(System):
+    """Two point masses on two rods, the second hung from the first; torques at both joints."""
+
+    PARAMS = (
+        Quantity("g", 9.8, "m/s^2", "gravitational acceleration", bounds="[0, inf)"),
+        Quantity("l1", 1.0, "m", "upper rod length", bounds="(0, inf)"),
+        Quantity("l2", 1.0, "m", "lower rod length", bounds="(0, inf)"),
+        Quantity("m1", 1.0, "kg", "upper bob mass", bounds="(0, inf)"),
+        Quantity("m2", 1.0, "kg", "lower bob mass", bounds="(0, inf)"),
+    )
+    STATE = (
+        Quantity("theta1", 0.0, "rad", "upper rod angle from the downward vertical"),
+        Quantity("theta2", 0.0, "rad", "lower rod angle from the downward vertical"),
+        Quantity("theta1_dot", 0.0, "rad/s", "upper angular velocity"),
+        Quantity("theta2_dot", 0.0, "rad/s", "lower angular velocity"),
+    )
+    ACTION = (Quantity("tau", 0.0, "N m", "joint torques (upper, lower)", shape=(2,)),)
+    DT = 0.001
+
+    @staticmethod
+    @ti.func
+    def double_pendulum_accelerations(q1, q2, w1, w2, tau1, tau2, g, l1, l2, m1, m2):
+        # M(q) [q1'', q2''] = rhs, from the Lagrangian of two point masses; solved by Cramer's rule
+        delta = q1 - q2
+        m11, m12, m22 = (m1 + m2) * l1 * l1, m2 * l1 * l2 * ti.cos(delta), m2 * l2 * l2
+        r1 = -m2 * l1 * l2 * w2 * w2 * ti.sin(delta) - (m1 + m2) * g * l1 * ti.sin(q1) + tau1
+        r2 = m2 * l1 * l2 * w1 * w1 * ti.sin(delta) - m2 * g * l2 * ti.sin(q2) + tau2
+        det = m11 * m22 - m12 * m12
+        return (r1 * m22 - r2 * m12) / det, (m11 * r2 - m12 * r1) / det
+
+    @ti.func
+    def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
+        X, P = ti.static(self.X, self.P)
+        q1, q2 = x[b, t, X.theta1], x[b, t, X.theta2]
+        w1, w2 = x[b, t, X.theta1_dot], x[b, t, X.theta2_dot]
+        a1, a2 = self.double_pendulum_accelerations(q1, q2, w1, w2, u[b, t, 0], u[b, t, 1], theta[b, P.g],
+                                                    theta[b, P.l1], theta[b, P.l2], theta[b, P.m1], theta[b, P.m2])
+        q1_next, w1_next = semi_implicit_euler(q1, w1, a1, dt)
+        q2_next, w2_next = semi_implicit_euler(q2, w2, a2, dt)
+        x[b, t + 1, X.theta1] += q1_next
+        x[b, t + 1, X.theta2] += q2_next
+        x[b, t + 1, X.theta1_dot] += w1_next
+        x[b, t + 1, X.theta2_dot] += w2_next

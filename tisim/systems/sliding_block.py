@@ -1,0 +1,52 @@
+"""A block sliding on a floor, pushed by a horizontal force, with one of three friction laws.
+
+    m v' = F + f_friction,   normal force m g
+friction="tanh" (default):  f = -mu m g tanh(v / eps)
+friction="huber":           f = -mu m g clamp(v / eps, -1, 1)
+friction="stick_slip":      static coefficient mu_s and kinetic mu (mu <= mu_s): the block stays exactly at rest while
+                            |F| <= mu_s m g, and slides against -mu m g sign(v) otherwise (friction_stick_slip).
+Semi-implicit Euler. The regularized laws creep (v ~ eps F / (mu m g)) under a sub-threshold push; stick-slip does not,
+and its gradient is piecewise: zero with respect to the push while stuck.
+"""
+import taichi as ti
+
+from tisim.contact import friction_coulomb_huber, friction_coulomb_tanh, friction_stick_slip
+from tisim.engine import System
+from tisim.integrators import semi_implicit_euler
+from tisim.quantities import Quantity
+
+REGULARIZED = {"tanh": friction_coulomb_tanh, "huber": friction_coulomb_huber}
+
+
+@ti.data_oriented
+class SlidingBlock(System):
+    """A block of mass m on a floor; the action is the horizontal push."""
+
+    PARAMS = (
+        Quantity("g", 9.8, "m/s^2", "gravitational acceleration", bounds="[0, inf)"),
+        Quantity("m", 1.0, "kg", "block mass", bounds="(0, inf)"),
+        Quantity("mu", 0.3, "-", "kinetic Coulomb coefficient", bounds="[0, inf)"),
+        Quantity("mu_s", 0.5, "-", "static Coulomb coefficient (stick_slip only; keep mu <= mu_s)", bounds="[0, inf)"),
+        Quantity("eps", 0.01, "m/s", "velocity scale of the regularized friction laws", bounds="(0, inf)"),
+    )
+    STATE = (
+        Quantity("x", 0.0, "m", "position along the floor"),
+        Quantity("v", 0.0, "m/s", "velocity"),
+    )
+    ACTION = (Quantity("force", 0.0, "N", "horizontal push"),)
+    OPTIONS = {"friction": ("tanh", "huber", "stick_slip")}
+    DT = 1e-3
+
+    @ti.func
+    def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
+        X, P = ti.static(self.X, self.P)
+        m, pos, v = theta[b, P.m], x[b, t, X.x], x[b, t, X.v]
+        fn = m * theta[b, P.g]
+        f = u[b, t, 0]
+        if ti.static(self.friction == "stick_slip"):
+            f += friction_stick_slip(v + dt * f / m, fn, theta[b, P.mu_s], theta[b, P.mu], m, dt)
+        else:
+            f += ti.static(REGULARIZED[self.friction])(v, fn, theta[b, P.mu], theta[b, P.eps])
+        pos_next, v_next = semi_implicit_euler(pos, v, f / m, dt)
+        x[b, t + 1, X.x] += pos_next
+        x[b, t + 1, X.v] += v_next
