@@ -61,7 +61,7 @@ def gradcheck(sim, loss, *, groups=GROUPS, step=1e-5, max_entries=None):
         "actions": g.actions.reshape(sim.B, -1),
     }
     labels = {"params": sim.param_layout.labels(), "initial_state": sim.state_layout.labels(),
-              "actions": [f"a[{t}][{j}]" for t in range(sim.T) for j in range(sim.action_layout.size)]}
+              "actions": [f"{sim.action_name}[{t}][{j}]" for t in range(sim.T) for j in range(sim.action_layout.size)]}
     arrays = {"params": sim._theta, "initial_state": sim._x0, "actions": sim._u.reshape(sim.B, -1)}
     report = GradcheckReport()
     for group in groups:
