@@ -64,6 +64,24 @@ def test_loss_gradients_match_central_differences(make_loss):
     assert report.worst <= 1e-6, str(report)
 
 
+@ti.func
+def squared_first(x: ti.template(), theta: ti.template(), u: ti.template(), b, t):
+    return x[b, t, 0] ** 2
+
+
+def test_custom_loss_over_steps():
+    """Custom(f, steps) sums f over the given steps, and differentiates correctly."""
+    sim = random_linear()
+    x = sim.rollout()["x"]
+    loss = Custom(squared_first, steps=range(2, 6))
+    np.testing.assert_allclose(sim.gradient(loss).per_batch, (x[:, 2:6, 0] ** 2).sum(axis=1), rtol=1e-13)
+    assert tisim.gradcheck(sim, loss).worst <= 1e-6
+    with pytest.raises(ValueError, match=r"steps must lie in \[0, 5\]"):
+        sim.gradient(Custom(squared_first, steps=[0, 6]))
+    with pytest.raises(ValueError, match="non-empty 1-D sequence"):
+        Custom(squared_first, steps=[])
+
+
 def test_custom_loss_value():
     """A custom Taichi-function loss evaluates what it says."""
     sim = random_linear()

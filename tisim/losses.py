@@ -4,7 +4,7 @@
     Tracking         sum_t sum_k w_k (x_k[t] - d_k[t])^2          over recorded data; NaN marks "not observed"
     Effort           w sum_t |a[t]|^2
     w1 * L1 + L2     weighted sums of the above (and of custom losses)
-    Custom(f)        a Taichi function f(x, theta, u, b, T) returning L_b, for anything else
+    Custom(f, steps) sum over t in steps of f(x, theta, u, b, t), a Taichi function; steps default: the final step
 
 The quadratic losses reduce to one list of entries (time, state offset, weight, target), evaluated by one kernel that
 compiles once however many losses are summed.
@@ -16,10 +16,13 @@ the function are compile-time constants:
     k = sim.index("theta")
 
     @ti.func
-    def upright(x: ti.template(), theta: ti.template(), u: ti.template(), b, T):
-        return 1.0 - ti.cos(x[b, T, k])
+    def upright(x: ti.template(), theta: ti.template(), u: ti.template(), b, t):
+        return 1.0 - ti.cos(x[b, t, k])
 
-    loss = tisim.losses.Custom(upright) + 0.01 * tisim.losses.Effort()
+    loss = tisim.losses.Custom(upright, steps=range(50, 101)) + 0.01 * tisim.losses.Effort()
+
+The kernel runs f in parallel over (batch element, step), so f itself needs no loop over time. Keep loops with a
+mutable local accumulator out of f: Taichi 1.7's reverse mode crashes on them (taichi-facts.md).
 """
 import numpy as np
 import taichi as ti
@@ -148,12 +151,27 @@ class Effort(Loss):
 
 
 class Custom(Loss):
-    """A loss written as a Taichi function ``f(x, theta, u, b, T) -> L_b`` (see the module docstring)."""
+    """sum over t in steps of ``f(x, theta, u, b, t)``, a Taichi function (see the module docstring).
 
-    def __init__(self, function):
+    steps: step indices in [0, T] (a range, list or array); None means the final step T alone.
+    """
+
+    def __init__(self, function, steps=None):
         if not callable(function):
             raise TypeError(f"Custom: function must be a @ti.func, got {type(function).__name__}")
         self.kernels = _CustomKernels(function)
+        self.steps = None if steps is None else np.asarray(list(steps) if isinstance(steps, range) else steps)
+        if self.steps is not None and (self.steps.ndim != 1 or self.steps.size == 0
+                                       or not np.issubdtype(self.steps.dtype, np.integer)):
+            raise ValueError(f"Custom: steps must be a non-empty 1-D sequence of step indices, got {steps!r}")
+
+    def step_array(self, sim):
+        steps = np.array([sim.T]) if self.steps is None else self.steps
+        if steps.min() < 0 or steps.max() > sim.T:
+            raise ValueError(f"Custom: steps must lie in [0, {sim.T}], got {steps.min()}..{steps.max()}")
+        array = ti.ndarray(ti.i32, (len(steps),))
+        array.from_numpy(steps.astype(np.int32))
+        return array
 
     def __repr__(self):
         return "Custom()"
@@ -166,9 +184,10 @@ class _CustomKernels:
 
     @ti.kernel
     def accumulate(self, x: ti.types.ndarray(ndim=3), theta: ti.types.ndarray(ndim=2),
-                   u: ti.types.ndarray(ndim=3), L: ti.types.ndarray(ndim=1), w: float):
-        for b in range(x.shape[0]):
-            L[b] += w * self.function(x, theta, u, b, x.shape[1] - 1)
+                   u: ti.types.ndarray(ndim=3), L: ti.types.ndarray(ndim=1), steps: ti.types.ndarray(ndim=1),
+                   w: float):
+        for b, i in ti.ndrange(x.shape[0], steps.shape[0]):
+            L[b] += w * self.function(x, theta, u, b, steps[i])
 
 
 @ti.kernel
@@ -190,7 +209,7 @@ class _Bound:
             if isinstance(term, Effort):
                 self.w_effort += weight
             elif isinstance(term, Custom):
-                self.customs.append((weight, term.kernels))
+                self.customs.append((weight, term.kernels, term.step_array(sim)))
             elif isinstance(term, (TerminalTarget, Tracking)):
                 rows += [(t, k, weight * w, goal) for t, k, w, goal in term.entries(sim)]
             else:
@@ -212,10 +231,10 @@ class _Bound:
 
     def forward(self, sim):
         _quadratic(sim.x, sim.u, sim.loss, self.time, self.offset, self.w, self.target, self.w_effort)
-        for weight, kernels in self.customs:
-            kernels.accumulate(sim.x, sim.theta, sim.u, sim.loss, weight)
+        for weight, kernels, steps in self.customs:
+            kernels.accumulate(sim.x, sim.theta, sim.u, sim.loss, steps, weight)
 
     def backward(self, sim):
-        for weight, kernels in reversed(self.customs):
-            kernels.accumulate.grad(sim.x, sim.theta, sim.u, sim.loss, weight)
+        for weight, kernels, steps in reversed(self.customs):
+            kernels.accumulate.grad(sim.x, sim.theta, sim.u, sim.loss, steps, weight)
         _quadratic.grad(sim.x, sim.u, sim.loss, self.time, self.offset, self.w, self.target, self.w_effort)
