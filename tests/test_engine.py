@@ -76,13 +76,13 @@ def test_jacobian_matches_central_differences(wrt):
     for e in range(values.shape[1]):
         original = values[:, e].copy()
         values[:, e] = original + h
-        sim._stale = True
+        sim._invalidate()
         up = sim.rollout()["x"][:, -1]
         values[:, e] = original - h
-        sim._stale = True
+        sim._invalidate()
         down = sim.rollout()["x"][:, -1]
         values[:, e] = original
-        sim._stale = True
+        sim._invalidate()
         np.testing.assert_allclose(J.matrix[:, :, e], (up - down) / (2 * h), rtol=1e-7, atol=1e-8)
 
 

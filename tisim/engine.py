@@ -12,6 +12,7 @@ dL/dtheta and u.grad is dL/da.
 """
 import collections
 import math
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,22 +23,36 @@ from tisim.quantities import Layout, near_miss
 
 METHODS = ("unrolled",)  # checkpointed, forward and adjoint are planned (see README)
 GROUPS = ("params", "initial_state", "actions")
+STALE_ALL = ("theta", "x0", "u")
 
 
 @ti.kernel
-def _start(x: ti.types.ndarray(ndim=3), x0: ti.types.ndarray(ndim=2)):
-    # Steps accumulate into x[t+1] with +=, so every later step must start from zero.
+def _begin(x: ti.types.ndarray(ndim=3), x0: ti.types.ndarray(ndim=2), loss: ti.types.ndarray(ndim=1),
+           x_grad: ti.types.ndarray(ndim=3), theta_grad: ti.types.ndarray(ndim=2), u_grad: ti.types.ndarray(ndim=3),
+           loss_grad: ti.types.ndarray(ndim=1)):
+    # One launch prepares a forward and backward pass. Steps accumulate into x[t+1] with +=, so every later step
+    # starts from zero; the engine zeroes its own gradients only (not every field in the program, as Tape would).
     for b, t, k in ti.ndrange(x.shape[0], x.shape[1], x.shape[2]):
         x[b, t, k] = x0[b, k] if t == 0 else 0.0
+        x_grad[b, t, k] = 0.0
+    for b, k in ti.ndrange(theta_grad.shape[0], theta_grad.shape[1]):
+        theta_grad[b, k] = 0.0
+    for b, t, j in ti.ndrange(u_grad.shape[0], u_grad.shape[1], u_grad.shape[2]):
+        u_grad[b, t, j] = 0.0
+    for b in range(loss.shape[0]):
+        loss[b] = 0.0
+        loss_grad[b] = 1.0
 
 
 @ti.kernel
-def _first_nonfinite(x: ti.types.ndarray(ndim=3), bad: ti.types.ndarray(ndim=1)):
+def _finish(x: ti.types.ndarray(ndim=3), loss: ti.types.ndarray(ndim=1), status: ti.types.ndarray(ndim=2)):
+    # status[b] = (loss, first step with a non-finite state or T+1): one read-back per pass
     for b in range(x.shape[0]):
-        bad[b] = x.shape[1]
+        status[b, 0] = loss[b]
+        status[b, 1] = x.shape[1]
     for b, t, k in ti.ndrange(x.shape[0], x.shape[1], x.shape[2]):
         if ti.math.isnan(x[b, t, k]) or ti.math.isinf(x[b, t, k]):
-            ti.atomic_min(bad[b], t)
+            ti.atomic_min(status[b, 1], t)
 
 
 @ti.kernel
@@ -50,21 +65,39 @@ class NonFiniteError(FloatingPointError):
     """A rollout produced NaN or infinity; the message names the system, the state and the first bad step."""
 
 
-@dataclass
 class Gradient:
     """The result of one backward pass. All arrays keep the batch axis first.
 
     value: the loss summed over the batch [-]; per_batch: each element's loss, shape (B,).
     params[name]: dL/dtheta, shape (B, *shape). initial_state[name]: dL/dx_0, shape (B, *shape).
     actions: dL/da, shape (B, T, *action shape). adjoint[name]: lambda_t = dL/dx_t, shape (B, T+1, *shape).
+
+    Groups are copied from the simulator when first read, so an optimizer loop that reads only ``actions`` never
+    copies the trajectory; before the simulator's next pass overwrites its arrays, unread groups of a Gradient that
+    is still referenced are copied, so every Gradient stays a snapshot of its own pass.
     """
 
-    value: float
-    per_batch: np.ndarray
-    params: dict
-    initial_state: dict
-    actions: np.ndarray
-    adjoint: dict
+    def __init__(self, sim, value, per_batch):
+        self.value, self.per_batch = value, per_batch
+        self._sim, self._groups = sim, {}
+
+    def _group(self, name):
+        if name not in self._groups:
+            self._groups[name] = self._sim._fetch_gradient(name)
+        return self._groups[name]
+
+    def _snapshot(self):
+        for name in ("params", "actions", "adjoint"):
+            self._group(name)
+        self._sim = None
+
+    params = property(lambda self: self._group("params"))
+    actions = property(lambda self: self._group("actions"))
+    adjoint = property(lambda self: self._group("adjoint"))
+    initial_state = property(lambda self: {k: v[:, 0] for k, v in self._group("adjoint").items()})
+
+    def __repr__(self):
+        return f"Gradient(value={self.value:.6g}, per_batch={self.per_batch})"
 
 
 @dataclass
@@ -76,7 +109,6 @@ class Jacobian:
     cols: list
 
 
-@ti.data_oriented
 class System:
     """Base class of every simulator.
 
@@ -91,7 +123,8 @@ class System:
          ACCUMULATES the next state into x[b, t+1, :] with ``+=`` (the engine zeroes it first; a plain store would
          erase the adjoint that the backward pass leaves in x.grad). Offsets come from self.X, self.P and self.U,
          for example ``theta[b, self.P.m_cart]``. The step must read nothing from ``self`` but structure: its
-         kernels are compiled once per class and structure and run on a shared instance.
+         kernels are compiled once per class and structure and run on a shared, data-oriented instance (the
+         "host"); the class itself needs no @ti.data_oriented.
 
     Users call set_params / params, set_initial_state / initial_state, set_actions / actions, rollout, gradient and
     jacobian. Subclasses override nothing else.
@@ -131,8 +164,9 @@ class System:
         self._theta = self.param_layout.defaults(self.B)
         self._x0 = self.state_layout.defaults(self.B)
         self._u = np.zeros((self.B, self.T, self.action_layout.size))
-        self._stale = True
+        self._stale = set(STALE_ALL)
         self._bound_losses = collections.OrderedDict()
+        self._last_gradient = lambda: None
         known = self.param_layout.names + self.state_layout.names + list(self.STRUCTURE)
         for key in values:
             if key not in known:
@@ -154,7 +188,10 @@ class System:
         self.action_shape = self.action_layout.shapes[self.action_name]
 
     def _bare_host(self):
-        host = object.__new__(type(self))
+        # Only the host is Taichi-data-oriented: ti.data_oriented routes every attribute access through a Python
+        # wrapper, which a user-facing simulator would pay on each of the hundreds of accesses per iteration.
+        kernels = ti.data_oriented(type(type(self).__name__ + "Kernels", (type(self),), {}))
+        host = object.__new__(kernels)
         host._describe(self.sizes, self.options)
         return host
 
@@ -166,7 +203,7 @@ class System:
         self.u = ti.ndarray(real, (B, T, self.action_layout.size), needs_grad=True)
         self.x0 = ti.ndarray(real, (B, self.state_layout.size))
         self.loss = ti.ndarray(real, (B,), needs_grad=True)
-        self._bad = ti.ndarray(ti.i32, (B,))
+        self._status = ti.ndarray(real, (B, 2))
 
     @ti.kernel
     def _rollout(self, x: ti.types.ndarray(ndim=3), theta: ti.types.ndarray(ndim=2), u: ti.types.ndarray(ndim=3),
@@ -187,7 +224,7 @@ class System:
         checked = {k: self.param_layout.validated(k, v, self.B, "set_params") for k, v in values.items()}
         for name, value in checked.items():
             self.param_layout.write(self._theta, name, value)
-        self._stale = True
+        self._stale.add("theta")
 
     @property
     def params(self):
@@ -200,7 +237,7 @@ class System:
         checked = {k: self.state_layout.validated(k, v, self.B, "set_initial_state") for k, v in values.items()}
         for name, value in checked.items():
             self.state_layout.write(self._x0, name, value)
-        self._stale = True
+        self._stale.add("x0")
 
     @property
     def initial_state(self):
@@ -211,7 +248,7 @@ class System:
         """Set the action sequence a[0:T]: shape (T, *action shape) for all B, or (B, T, *action shape)."""
         self._check_alive()
         self._u[:] = self._validated_actions(actions).reshape(self._u.shape)
-        self._stale = True
+        self._stale.add("u")
 
     def _validated_actions(self, actions):
         name, shape = self.action_name, self.action_shape
@@ -240,25 +277,37 @@ class System:
         return self.state_layout.offsets[name]
 
     # ---- forward ---------------------------------------------------------------------------------------------------
-    def _upload(self):
-        if self._stale:
-            real = runtime.numpy_real()
-            self.theta.from_numpy(np.ascontiguousarray(
-                self._theta if self.param_layout.size else np.zeros((self.B, 1)), dtype=real))
-            self.x0.from_numpy(np.ascontiguousarray(self._x0, dtype=real))
-            self.u.from_numpy(np.ascontiguousarray(self._u, dtype=real))
-            self._stale = False
+    def _invalidate(self):
+        """Upload every host-side input before the next pass (after editing _theta, _x0 or _u in place)."""
+        self._stale = set(STALE_ALL)
 
-    def _forward(self):
+    def _upload(self):
+        real = runtime.numpy_real()
+        for name in self._stale:
+            host = {"theta": self._theta, "x0": self._x0, "u": self._u}[name]
+            if name == "theta" and not self.param_layout.size:
+                host = np.zeros((self.B, 1))
+            getattr(self, name).from_numpy(np.ascontiguousarray(host, dtype=real))
+        self._stale = set()
+
+    def _forward(self, loss=None):
+        """Rollout (and loss, if given); returns the per-element losses (B,), zeros without a loss."""
         self._check_alive()
+        pending = self._last_gradient()
+        if pending is not None:
+            pending._snapshot()
         self._upload()
-        _start(self.x, self.x0)
+        _begin(self.x, self.x0, self.loss, self.x.grad, self.theta.grad, self.u.grad, self.loss.grad)
         self._host._rollout(self.x, self.theta, self.u, self.dt, 0, self.T)
-        _first_nonfinite(self.x, self._bad)
-        first = self._bad.to_numpy()
+        if loss is not None:
+            loss.forward(self)
+        _finish(self.x, self.loss, self._status)
+        status = self._status.to_numpy().astype(np.float64)
+        first = status[:, 1]
         if np.any(first <= self.T):
             b = int(np.argmin(first))
             self._raise_nonfinite(b, int(first[b]))
+        return status[:, 0]
 
     def _raise_nonfinite(self, b, t):
         row = self.x.to_numpy()[b, t]
@@ -283,15 +332,7 @@ class System:
 
     def _loss_values(self, loss):
         """Forward rollout and loss; returns the per-element losses (B,)."""
-        bound = self._bind(loss)
-        self._forward()
-        self.loss.fill(0)
-        bound.forward(self)
-        return self.loss.to_numpy().astype(np.float64)
-
-    def _clear_grads(self):
-        for array in (self.x, self.theta, self.u, self.loss):
-            array.grad.fill(0)
+        return self._forward(self._bind(loss))
 
     def _backward_rollout(self):
         self._host._rollout.grad(self.x, self.theta, self.u, self.dt, 0, self.T)
@@ -304,32 +345,30 @@ class System:
         if method not in METHODS:
             raise ValueError(f"gradient: method must be one of {list(METHODS)}, got {method!r}"
                              + near_miss(str(method), METHODS))
-        per_batch = self._loss_values(loss)
+        bound = self._bind(loss)
+        per_batch = self._forward(bound)
         if not np.all(np.isfinite(per_batch)):
             raise NonFiniteError(f"{type(self).__name__}: the loss is non-finite: {per_batch}")
-        self._clear_grads()
-        self.loss.grad.fill(1)
-        self._bind(loss).backward(self)
+        bound.backward(self)
         self._backward_rollout()
-        return self._collect(float(per_batch.sum()), per_batch)
+        gradient = Gradient(self, float(per_batch.sum()), per_batch)
+        self._last_gradient = weakref.ref(gradient)
+        return gradient
 
-    def _collect(self, value, per_batch):
-        adjoint = self.x.grad.to_numpy().astype(np.float64)
-        return Gradient(
-            value=value, per_batch=per_batch,
-            params=self.param_layout.unpack(self.theta.grad.to_numpy()[:, :self.param_layout.size].astype(np.float64)),
-            initial_state=self.state_layout.unpack(adjoint[:, 0]),
-            actions=self.u.grad.to_numpy().astype(np.float64).reshape((self.B, self.T) + self.action_shape),
-            adjoint=self.state_layout.unpack(adjoint))
+    def _fetch_gradient(self, group):
+        if group == "params":
+            return self.param_layout.unpack(self.theta.grad.to_numpy()[:, :self.param_layout.size].astype(np.float64))
+        if group == "actions":
+            return self.u.grad.to_numpy().astype(np.float64).reshape((self.B, self.T) + self.action_shape)
+        return self.state_layout.unpack(self.x.grad.to_numpy().astype(np.float64))
 
     def jacobian(self, *, wrt="params"):
         """d x_T / d(wrt) by one backward pass per final-state entry; wrt: "params", "initial_state" or "actions"."""
         if wrt not in GROUPS:
             raise ValueError(f"jacobian: wrt must be one of {list(GROUPS)}, got {wrt!r}" + near_miss(str(wrt), GROUPS))
-        self._forward()
         rows = []
         for k in range(self.state_layout.size):
-            self._clear_grads()
+            self._forward()
             _seed_final_state(self.x.grad, k)
             self._backward_rollout()
             if wrt == "params":

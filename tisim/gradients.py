@@ -75,14 +75,14 @@ def gradcheck(sim, loss, *, groups=GROUPS, step=1e-5, max_entries=None):
             h = step * np.maximum(1.0, np.abs(original))
             try:
                 values[:, e] = original + h
-                sim._stale = True
+                sim._invalidate()
                 up = sim._loss_values(loss)
                 values[:, e] = original - h
-                sim._stale = True
+                sim._invalidate()
                 down = sim._loss_values(loss)
             finally:
                 values[:, e] = original
-                sim._stale = True
+                sim._invalidate()
             central[:, n] = (up - down) / (2 * h)
         ad = backward[group][:, entries]
         errors = relative_errors(ad, central)

@@ -3,6 +3,7 @@
 contact="penalty" (default): a spring-damper normal force on the penetration d = r - y, with the damping derived from
     the coefficient of restitution, plus regularized Coulomb friction; semi-implicit Euler.
         fn = penalty_normal(d, vy, k, c(e, k, m), softness),   ft = -mu fn tanh(vx / eps)
+        (ft clipped to |ft| <= m |vx| / dt, friction_clip_to_stop: the contact force makes the friction stiff)
         m vx' = ft,   m vy' = fn - m g
     The penetration stays below about v_impact sqrt(m / k) (the undamped spring's amplitude).
 contact="impact": rigid contact; exact ballistic flight and, within the step, the time of impact and the impact map
@@ -11,13 +12,13 @@ Non-smooth parts: the contact switch (softened by softness > 0 in penalty mode) 
 """
 import taichi as ti
 
-from tisim.contact import friction_coulomb_tanh, penalty_normal, restitution_damping, restitution_toi
+from tisim.contact import (friction_clip_to_stop, friction_coulomb_tanh, penalty_normal, restitution_damping,
+                           restitution_toi)
 from tisim.engine import System
 from tisim.integrators import semi_implicit_euler
 from tisim.quantities import Quantity
 
 
-@ti.data_oriented
 class BouncingBall(System):
     """A disc of radius r over the floor y = 0, under gravity; the action is a force on the disc."""
 
@@ -51,7 +52,7 @@ class BouncingBall(System):
         if ti.static(self.contact == "penalty"):
             k, e = theta[b, P.k], theta[b, P.e]
             fn = penalty_normal(r - py, vy, k, restitution_damping(e, k, m), theta[b, P.softness])
-            ft = friction_coulomb_tanh(vx, fn, theta[b, P.mu], theta[b, P.eps])
+            ft = friction_clip_to_stop(friction_coulomb_tanh(vx, fn, theta[b, P.mu], theta[b, P.eps]), vx, m, dt)
             px_next, vx_next = semi_implicit_euler(px, vx, ax + ft / m, dt)
             py_next, vy_next = semi_implicit_euler(py, vy, ay + fn / m, dt)
         else:

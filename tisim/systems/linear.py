@@ -12,7 +12,6 @@ from tisim.engine import System
 from tisim.quantities import Quantity
 
 
-@ti.data_oriented
 class ScalarLinear(System):
     """x[t+1] = a x[t] + theta + u[t], one scalar state, one scalar action."""
 
@@ -29,7 +28,6 @@ class ScalarLinear(System):
         x[b, t + 1, self.X.x] += theta[b, self.P.a] * x[b, t, self.X.x] + theta[b, self.P.theta] + u[b, t, self.U.u]
 
 
-@ti.data_oriented
 class Linear(System):
     """x[t+1] = A x[t] + B u[t] + theta, with n states and m inputs (constructor keywords n and m)."""
 

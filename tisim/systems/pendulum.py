@@ -4,7 +4,9 @@ Pendulum (angle from the downward vertical, torque tau at the pivot):
     theta'' = -(g / l) sin(theta) - c theta' / (m l^2) + tau / (m l^2)
 DoublePendulum (both angles from the downward vertical, point masses m1, m2 on rods l1, l2; joint torques tau):
     the Lagrangian equations of motion solved for (theta1'', theta2'') as a 2x2 linear system; see
-    ``double_pendulum_accelerations``.
+    ``double_pendulum_accelerations``. tau1 acts at the pivot (on the upper rod, against the ground); tau2 at the
+    elbow acts on the lower rod and, in reaction, on the upper one: the generalized forces on the absolute angles are
+    (tau1 - tau2, tau2), so the elbow torque alone leaves the total angular momentum about the pivot unchanged.
 Both are stepped with semi-implicit Euler (symplectic: with c = 0 the energy error stays bounded). The dynamics are
 smooth; the double pendulum is chaotic, so its sensitivities grow exponentially with the horizon.
 """
@@ -15,7 +17,6 @@ from tisim.integrators import semi_implicit_euler
 from tisim.quantities import Quantity
 
 
-@ti.data_oriented
 class Pendulum(System):
     """A damped pendulum driven by a pivot torque."""
 
@@ -48,7 +49,6 @@ class Pendulum(System):
         x[b, t + 1, X.theta_dot] += w_next
 
 
-@ti.data_oriented
 class DoublePendulum(System):
     """Two point masses on two rods, the second hung from the first; torques at both joints."""
 
@@ -71,10 +71,11 @@ class DoublePendulum(System):
     @staticmethod
     @ti.func
     def double_pendulum_accelerations(q1, q2, w1, w2, tau1, tau2, g, l1, l2, m1, m2):
-        # M(q) [q1'', q2''] = rhs, from the Lagrangian of two point masses; solved by Cramer's rule
+        # M(q) [q1'', q2''] = rhs, from the Lagrangian of two point masses; solved by Cramer's rule. The elbow torque
+        # tau2 turns the lower rod and reacts on the upper one, hence tau1 - tau2 in the first row.
         delta = q1 - q2
         m11, m12, m22 = (m1 + m2) * l1 * l1, m2 * l1 * l2 * ti.cos(delta), m2 * l2 * l2
-        r1 = -m2 * l1 * l2 * w2 * w2 * ti.sin(delta) - (m1 + m2) * g * l1 * ti.sin(q1) + tau1
+        r1 = -m2 * l1 * l2 * w2 * w2 * ti.sin(delta) - (m1 + m2) * g * l1 * ti.sin(q1) + tau1 - tau2
         r2 = m2 * l1 * l2 * w1 * w1 * ti.sin(delta) - m2 * g * l2 * ti.sin(q2) + tau2
         det = m11 * m22 - m12 * m12
         return (r1 * m22 - r2 * m12) / det, (m11 * r2 - m12 * r1) / det

@@ -5,12 +5,13 @@ friction="tanh" (default):  f = -mu m g tanh(v / eps)
 friction="huber":           f = -mu m g clamp(v / eps, -1, 1)
 friction="stick_slip":      static coefficient mu_s and kinetic mu (mu <= mu_s): the block stays exactly at rest while
                             |F| <= mu_s m g, and slides against -mu m g sign(v) otherwise (friction_stick_slip).
-Semi-implicit Euler. The regularized laws creep (v ~ eps F / (mu m g)) under a sub-threshold push; stick-slip does not,
-and its gradient is piecewise: zero with respect to the push while stuck.
+Semi-implicit Euler; the regularized laws are clipped so that friction at most stops the block within a step
+(friction_clip_to_stop; it binds only when dt mu g / eps > 1). The regularized laws creep (v ~ eps F / (mu m g)) under
+a sub-threshold push; stick-slip does not, and its gradient is piecewise: zero with respect to the push while stuck.
 """
 import taichi as ti
 
-from tisim.contact import friction_coulomb_huber, friction_coulomb_tanh, friction_stick_slip
+from tisim.contact import friction_clip_to_stop, friction_coulomb_huber, friction_coulomb_tanh, friction_stick_slip
 from tisim.engine import System
 from tisim.integrators import semi_implicit_euler
 from tisim.quantities import Quantity
@@ -18,7 +19,6 @@ from tisim.quantities import Quantity
 REGULARIZED = {"tanh": friction_coulomb_tanh, "huber": friction_coulomb_huber}
 
 
-@ti.data_oriented
 class SlidingBlock(System):
     """A block of mass m on a floor; the action is the horizontal push."""
 
@@ -46,7 +46,8 @@ class SlidingBlock(System):
         if ti.static(self.friction == "stick_slip"):
             f += friction_stick_slip(v + dt * f / m, fn, theta[b, P.mu_s], theta[b, P.mu], m, dt)
         else:
-            f += ti.static(REGULARIZED[self.friction])(v, fn, theta[b, P.mu], theta[b, P.eps])
+            f += friction_clip_to_stop(ti.static(REGULARIZED[self.friction])(v, fn, theta[b, P.mu], theta[b, P.eps]),
+                                       v, m, dt)
         pos_next, v_next = semi_implicit_euler(pos, v, f / m, dt)
         x[b, t + 1, X.x] += pos_next
         x[b, t + 1, X.v] += v_next
