@@ -26,20 +26,28 @@ GROUPS = ("params", "initial_state", "actions")
 STALE_ALL = ("theta", "x0", "u")
 
 
+# Elementwise kernels loop `for b: for t: for k` rather than over ti.ndrange: the flat index's divisions cost more
+# than the work (measured in benchmarks/engine_overhead.py). Only the outer loop runs in parallel.
+
 @ti.kernel
 def _begin(x: ti.types.ndarray(ndim=3), x0: ti.types.ndarray(ndim=2), loss: ti.types.ndarray(ndim=1),
            x_grad: ti.types.ndarray(ndim=3), theta_grad: ti.types.ndarray(ndim=2), u_grad: ti.types.ndarray(ndim=3),
            loss_grad: ti.types.ndarray(ndim=1)):
     # One launch prepares a forward and backward pass. Steps accumulate into x[t+1] with +=, so every later step
     # starts from zero; the engine zeroes its own gradients only (not every field in the program, as Tape would).
-    for b, t, k in ti.ndrange(x.shape[0], x.shape[1], x.shape[2]):
-        x[b, t, k] = x0[b, k] if t == 0 else 0.0
-        x_grad[b, t, k] = 0.0
-    for b, k in ti.ndrange(theta_grad.shape[0], theta_grad.shape[1]):
-        theta_grad[b, k] = 0.0
-    for b, t, j in ti.ndrange(u_grad.shape[0], u_grad.shape[1], u_grad.shape[2]):
-        u_grad[b, t, j] = 0.0
-    for b in range(loss.shape[0]):
+    for b in range(x.shape[0]):
+        for k in range(x.shape[2]):
+            x[b, 0, k] = x0[b, k]
+            x_grad[b, 0, k] = 0.0
+        for t in range(1, x.shape[1]):
+            for k in range(x.shape[2]):
+                x[b, t, k] = 0.0
+                x_grad[b, t, k] = 0.0
+        for k in range(theta_grad.shape[1]):
+            theta_grad[b, k] = 0.0
+        for t in range(u_grad.shape[1]):
+            for j in range(u_grad.shape[2]):
+                u_grad[b, t, j] = 0.0
         loss[b] = 0.0
         loss_grad[b] = 1.0
 
@@ -48,17 +56,43 @@ def _begin(x: ti.types.ndarray(ndim=3), x0: ti.types.ndarray(ndim=2), loss: ti.t
 def _finish(x: ti.types.ndarray(ndim=3), loss: ti.types.ndarray(ndim=1), status: ti.types.ndarray(ndim=2)):
     # status[b] = (loss, first step with a non-finite state or T+1): one read-back per pass
     for b in range(x.shape[0]):
+        first = x.shape[1]
+        for t in range(x.shape[1]):
+            for k in range(x.shape[2]):
+                if (ti.math.isnan(x[b, t, k]) or ti.math.isinf(x[b, t, k])) and t < first:
+                    first = t
         status[b, 0] = loss[b]
-        status[b, 1] = x.shape[1]
-    for b, t, k in ti.ndrange(x.shape[0], x.shape[1], x.shape[2]):
-        if ti.math.isnan(x[b, t, k]) or ti.math.isinf(x[b, t, k]):
-            ti.atomic_min(status[b, 1], t)
+        status[b, 1] = first
+
+
+@ti.kernel
+def _copy2(source: ti.types.ndarray(ndim=2), target: ti.types.ndarray(ndim=2)):
+    for b in range(source.shape[0]):
+        for k in range(source.shape[1]):
+            target[b, k] = source[b, k]
+
+
+@ti.kernel
+def _copy3(source: ti.types.ndarray(ndim=3), target: ti.types.ndarray(ndim=3)):
+    for b in range(source.shape[0]):
+        for t in range(source.shape[1]):
+            for k in range(source.shape[2]):
+                target[b, t, k] = source[b, t, k]
+
+
+def _download(array):
+    """An ndarray into a new float64 numpy array, by one kernel (ndarray.to_numpy is several times slower)."""
+    out = np.empty(array.shape, dtype=np.float64 if runtime.settings()["precision"] == "f64" else np.float32)
+    (_copy2 if len(array.shape) == 2 else _copy3)(array, out)
+    return out.astype(np.float64, copy=False)
 
 
 @ti.kernel
 def _seed_final_state(g: ti.types.ndarray(ndim=3), k: ti.i32):
-    for b, t, j in ti.ndrange(g.shape[0], g.shape[1], g.shape[2]):
-        g[b, t, j] = 1.0 if (t == g.shape[1] - 1 and j == k) else 0.0
+    for b in range(g.shape[0]):
+        for t in range(g.shape[1]):
+            for j in range(g.shape[2]):
+                g[b, t, j] = 1.0 if (t == g.shape[1] - 1 and j == k) else 0.0
 
 
 class NonFiniteError(FloatingPointError):
@@ -287,7 +321,7 @@ class System:
             host = {"theta": self._theta, "x0": self._x0, "u": self._u}[name]
             if name == "theta" and not self.param_layout.size:
                 host = np.zeros((self.B, 1))
-            getattr(self, name).from_numpy(np.ascontiguousarray(host, dtype=real))
+            (_copy2 if host.ndim == 2 else _copy3)(np.ascontiguousarray(host, dtype=real), getattr(self, name))
         self._stale = set()
 
     def _forward(self, loss=None):
@@ -302,7 +336,7 @@ class System:
         if loss is not None:
             loss.forward(self)
         _finish(self.x, self.loss, self._status)
-        status = self._status.to_numpy().astype(np.float64)
+        status = _download(self._status)
         first = status[:, 1]
         if np.any(first <= self.T):
             b = int(np.argmin(first))
@@ -319,7 +353,7 @@ class System:
     def rollout(self):
         """Run the T steps; returns {state name: array (B, T+1, *shape)}."""
         self._forward()
-        return self.state_layout.unpack(self.x.to_numpy().astype(np.float64))
+        return self.state_layout.unpack(_download(self.x))
 
     # ---- backward --------------------------------------------------------------------------------------------------
     def _bind(self, loss):
@@ -357,10 +391,10 @@ class System:
 
     def _fetch_gradient(self, group):
         if group == "params":
-            return self.param_layout.unpack(self.theta.grad.to_numpy()[:, :self.param_layout.size].astype(np.float64))
+            return self.param_layout.unpack(_download(self.theta.grad)[:, :self.param_layout.size])
         if group == "actions":
-            return self.u.grad.to_numpy().astype(np.float64).reshape((self.B, self.T) + self.action_shape)
-        return self.state_layout.unpack(self.x.grad.to_numpy().astype(np.float64))
+            return _download(self.u.grad).reshape((self.B, self.T) + self.action_shape)
+        return self.state_layout.unpack(_download(self.x.grad))
 
     def jacobian(self, *, wrt="params"):
         """d x_T / d(wrt) by one backward pass per final-state entry; wrt: "params", "initial_state" or "actions"."""
@@ -372,11 +406,11 @@ class System:
             _seed_final_state(self.x.grad, k)
             self._backward_rollout()
             if wrt == "params":
-                rows.append(self.theta.grad.to_numpy()[:, :self.param_layout.size])
+                rows.append(_download(self.theta.grad)[:, :self.param_layout.size])
             elif wrt == "initial_state":
-                rows.append(self.x.grad.to_numpy()[:, 0])
+                rows.append(_download(self.x.grad)[:, 0])
             else:
-                rows.append(self.u.grad.to_numpy().reshape(self.B, -1))
+                rows.append(_download(self.u.grad).reshape(self.B, -1))
         cols = {"params": self.param_layout.labels(), "initial_state": self.state_layout.labels(),
                 "actions": [f"{self.action_name}[{t}]" + (f"[{j}]" if self.action_shape else "")
                             for t in range(self.T) for j in range(self.action_layout.size)]}[wrt]

@@ -194,10 +194,12 @@ class _CustomKernels:
 def _quadratic(x: ti.types.ndarray(ndim=3), u: ti.types.ndarray(ndim=3), L: ti.types.ndarray(ndim=1),
                time: ti.types.ndarray(ndim=1), offset: ti.types.ndarray(ndim=1), w: ti.types.ndarray(ndim=2),
                target: ti.types.ndarray(ndim=2), w_effort: float):
-    for b, e in ti.ndrange(x.shape[0], time.shape[0]):
-        L[b] += w[b, e] * (x[b, time[e], offset[e]] - target[b, e]) ** 2
-    for b, t, j in ti.ndrange(u.shape[0], u.shape[1], u.shape[2]):
-        L[b] += w_effort * u[b, t, j] ** 2
+    for b in range(x.shape[0]):
+        for e in range(time.shape[0]):
+            L[b] += w[b, e] * (x[b, time[e], offset[e]] - target[b, e]) ** 2
+        for t in range(u.shape[1]):
+            for j in range(u.shape[2]):
+                L[b] += w_effort * u[b, t, j] ** 2
 
 
 class _Bound:
