@@ -118,9 +118,9 @@ def minimize(objective, values, *, optimizer=None, iterations=100, bounds=None, 
         while state["iteration"] < iterations and not state["stopped"]:
             _iterate(objective, optimizer, state, names, from_var, to_var, bounds, log_space, clip, record_values)
             state["iteration"] += 1
-            best, since = state["best"][0], state["history"][-1]["loss"] if state["history"] else np.inf
+            best = state["best"][0]
             if bar:
-                bar.update(state["iteration"], state["best"][0])
+                bar.update(state["iteration"], best)
             if callback and state["history"] and callback(state["iteration"], _values(state, names, from_var),
                                                           state["history"][-1]["loss"]):
                 state["stopped"] = "callback"
@@ -128,7 +128,6 @@ def minimize(objective, values, *, optimizer=None, iterations=100, bounds=None, 
                 old = state["history"][-patience - 1]["best"]
                 if old - best <= tol * abs(old):
                     state["stopped"] = f"converged (best loss improved < {tol:g} over {patience} iterations)"
-            del since
             if checkpoint and (state["iteration"] % checkpoint_every == 0 or state["stopped"]):
                 _save(checkpoint, state)
     finally:
