@@ -10,6 +10,9 @@ Normal force from penetration depth d >= 0 (d < 0: apart) and normal velocity vn
 Tangential (friction) force from tangential velocity vt and normal force fn:
     friction_coulomb_tanh(vt, fn, mu, eps)    ft = -mu fn tanh(vt / eps)
     friction_coulomb_huber(vt, fn, mu, eps)   ft = -mu fn clamp(vt / eps, -1, 1)   (gradient of a Huber function)
+    friction_clip_to_stop(ft, vt, m, dt)      ft clipped to |ft| <= m |vt| / dt, for an explicit step of the laws above:
+        when dt mu fn / (m eps) > 1 the regularized law is stiff, and unclipped it would carry vt through zero and
+        chatter (growing, up to mu fn dt / m per step); clipped, friction at most stops the body within the step.
     friction_stick_slip(v_free, fn, mu_s, mu, m, dt)
         the force that stops the body this step, if it is within mu_s fn (stick, exact rest); otherwise kinetic
         Coulomb -mu fn sign(v_free) (slip). v_free is the velocity the step would reach without friction.
@@ -17,7 +20,8 @@ Tangential (friction) force from tangential velocity vt and normal force fn:
 Rigid alternative to penalty contact:
     restitution_toi(y, v, a, e, dt)   a ballistic step in the normal direction with an exact time of impact:
         if the free flight would cross y = 0 within the step, stop at the impact time tau, map v -> -e v and fly the
-        remaining dt - tau. Exact for constant acceleration a.
+        remaining dt - tau. Exact for constant acceleration a, while each flight lasts longer than dt; a rebound that
+        would land again within the same step ends the step at rest on the floor (y = 0, v = 0).
 """
 import math
 
@@ -32,7 +36,8 @@ def penalty_normal(d, vn, k, c, s):
     if s > 0.0:
         z = d / s
         act = s * (ti.max(z, 0.0) + ti.log(1.0 + ti.exp(-ti.abs(z))))  # softplus without overflow
-        gate = 1.0 / (1.0 + ti.exp(-z))
+        # sigmoid without overflow: 1 / (1 + e^-z) overflows for z < -709 and its derivative becomes inf * 0 = NaN
+        gate = ti.exp(ti.min(z, 0.0)) / (1.0 + ti.exp(-ti.abs(z)))
     elif d > 0.0:
         gate = 1.0
     return ti.max(k * act - c * vn * gate, 0.0)
@@ -65,6 +70,12 @@ def friction_coulomb_huber(vt, fn, mu, eps):
 
 
 @ti.func
+def friction_clip_to_stop(ft, vt, m, dt):
+    cap = m * ti.abs(vt) / dt
+    return ti.min(ti.max(ft, -cap), cap)
+
+
+@ti.func
 def friction_stick_slip(v_free, fn, mu_s, mu, m, dt):
     f = -m * v_free / dt  # the force that brings the body to rest this step
     if ti.abs(f) > mu_s * fn:
@@ -81,4 +92,8 @@ def restitution_toi(y, v, a, e, dt):
         tau = 2.0 * y / (-v + disc) if (-v + disc) > 0.0 else 0.0
         v_hit = v + a * tau
         y_next, v_next = ballistic(0.0, -e * v_hit, a, dt - tau)
+        if y_next < 0.0:
+            # the rebound lands again within this step: the bounces shrink geometrically to rest (Zeno), so the
+            # body rests on the floor; the heights so skipped are below |a| dt^2 / 8
+            y_next, v_next = 0.0, 0.0
     return y_next, v_next
