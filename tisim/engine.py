@@ -24,17 +24,21 @@ from tisim.quantities import Layout, near_miss
 METHODS = ("unrolled",)  # checkpointed, forward and adjoint are planned (see README)
 GROUPS = ("params", "initial_state", "actions")
 STALE_ALL = ("theta", "x0", "u")
+SERIAL_WORK = 20_000  # element-steps below which a kernel's batch loop is serialized
 
 
 # Elementwise kernels loop `for b: for t: for k` rather than over ti.ndrange: the flat index's divisions cost more
-# than the work (measured in benchmarks/engine_overhead.py). Only the outer loop runs in parallel.
+# than the work (measured in benchmarks/engine_overhead.py). Only the outer loop can run in parallel, and only when
+# `serial` is False: handing a loop to the CPU thread pool costs about 130 us per launch on these machines, more than
+# a small system's whole rollout, so small work runs serialized (System._serial).
 
 @ti.kernel
 def _begin(x: ti.types.ndarray(ndim=3), x0: ti.types.ndarray(ndim=2), loss: ti.types.ndarray(ndim=1),
            x_grad: ti.types.ndarray(ndim=3), theta_grad: ti.types.ndarray(ndim=2), u_grad: ti.types.ndarray(ndim=3),
-           loss_grad: ti.types.ndarray(ndim=1)):
+           loss_grad: ti.types.ndarray(ndim=1), serial: ti.template()):
     # One launch prepares a forward and backward pass. Steps accumulate into x[t+1] with +=, so every later step
     # starts from zero; the engine zeroes its own gradients only (not every field in the program, as Tape would).
+    ti.loop_config(serialize=serial)
     for b in range(x.shape[0]):
         for k in range(x.shape[2]):
             x[b, 0, k] = x0[b, k]
@@ -53,8 +57,10 @@ def _begin(x: ti.types.ndarray(ndim=3), x0: ti.types.ndarray(ndim=2), loss: ti.t
 
 
 @ti.kernel
-def _finish(x: ti.types.ndarray(ndim=3), loss: ti.types.ndarray(ndim=1), status: ti.types.ndarray(ndim=2)):
+def _finish(x: ti.types.ndarray(ndim=3), loss: ti.types.ndarray(ndim=1), status: ti.types.ndarray(ndim=2),
+            serial: ti.template()):
     # status[b] = (loss, first step with a non-finite state or T+1): one read-back per pass
+    ti.loop_config(serialize=serial)
     for b in range(x.shape[0]):
         first = x.shape[1]
         for t in range(x.shape[1]):
@@ -66,29 +72,41 @@ def _finish(x: ti.types.ndarray(ndim=3), loss: ti.types.ndarray(ndim=1), status:
 
 
 @ti.kernel
-def _copy2(source: ti.types.ndarray(ndim=2), target: ti.types.ndarray(ndim=2)):
+def _copy2(source: ti.types.ndarray(ndim=2), target: ti.types.ndarray(ndim=2), serial: ti.template()):
+    ti.loop_config(serialize=serial)
     for b in range(source.shape[0]):
         for k in range(source.shape[1]):
             target[b, k] = source[b, k]
 
 
 @ti.kernel
-def _copy3(source: ti.types.ndarray(ndim=3), target: ti.types.ndarray(ndim=3)):
+def _copy3(source: ti.types.ndarray(ndim=3), target: ti.types.ndarray(ndim=3), serial: ti.template()):
+    ti.loop_config(serialize=serial)
     for b in range(source.shape[0]):
         for t in range(source.shape[1]):
             for k in range(source.shape[2]):
                 target[b, t, k] = source[b, t, k]
 
 
+def _copy(source, target):
+    (_copy2 if len(source.shape) == 2 else _copy3)(source, target, is_small(int(np.prod(source.shape))))
+
+
 def _download(array):
     """An ndarray into a new float64 numpy array, by one kernel (ndarray.to_numpy is several times slower)."""
-    out = np.empty(array.shape, dtype=np.float64 if runtime.settings()["precision"] == "f64" else np.float32)
-    (_copy2 if len(array.shape) == 2 else _copy3)(array, out)
+    out = np.empty(array.shape, dtype=runtime.numpy_real())
+    _copy(array, out)
     return out.astype(np.float64, copy=False)
 
 
+def is_small(work):
+    """Whether a loop over this many element-steps runs faster serialized than on the thread pool."""
+    return work < SERIAL_WORK or runtime.settings()["threads"] == 1
+
+
 @ti.kernel
-def _seed_final_state(g: ti.types.ndarray(ndim=3), k: ti.i32):
+def _seed_final_state(g: ti.types.ndarray(ndim=3), k: ti.i32, serial: ti.template()):
+    ti.loop_config(serialize=serial)
     for b in range(g.shape[0]):
         for t in range(g.shape[1]):
             for j in range(g.shape[2]):
@@ -238,10 +256,12 @@ class System:
         self.x0 = ti.ndarray(real, (B, self.state_layout.size))
         self.loss = ti.ndarray(real, (B,), needs_grad=True)
         self._status = ti.ndarray(real, (B, 2))
+        self._serial = is_small(B * (T + 1) * max(self.state_layout.size, 1))
 
     @ti.kernel
     def _rollout(self, x: ti.types.ndarray(ndim=3), theta: ti.types.ndarray(ndim=2), u: ti.types.ndarray(ndim=3),
-                 dt: float, t0: ti.i32, t1: ti.i32):
+                 dt: float, t0: ti.i32, t1: ti.i32, serial: ti.template()):
+        ti.loop_config(serialize=serial)
         for b in range(x.shape[0]):
             for t in range(t0, t1):
                 self.step(x, theta, u, dt, b, t)
@@ -321,7 +341,7 @@ class System:
             host = {"theta": self._theta, "x0": self._x0, "u": self._u}[name]
             if name == "theta" and not self.param_layout.size:
                 host = np.zeros((self.B, 1))
-            (_copy2 if host.ndim == 2 else _copy3)(np.ascontiguousarray(host, dtype=real), getattr(self, name))
+            _copy(np.ascontiguousarray(host, dtype=real), getattr(self, name))
         self._stale = set()
 
     def _forward(self, loss=None):
@@ -331,11 +351,11 @@ class System:
         if pending is not None:
             pending._snapshot()
         self._upload()
-        _begin(self.x, self.x0, self.loss, self.x.grad, self.theta.grad, self.u.grad, self.loss.grad)
-        self._host._rollout(self.x, self.theta, self.u, self.dt, 0, self.T)
+        _begin(self.x, self.x0, self.loss, self.x.grad, self.theta.grad, self.u.grad, self.loss.grad, self._serial)
+        self._host._rollout(self.x, self.theta, self.u, self.dt, 0, self.T, self._serial)
         if loss is not None:
             loss.forward(self)
-        _finish(self.x, self.loss, self._status)
+        _finish(self.x, self.loss, self._status, self._serial)
         status = _download(self._status)
         first = status[:, 1]
         if np.any(first <= self.T):
@@ -369,7 +389,7 @@ class System:
         return self._forward(self._bind(loss))
 
     def _backward_rollout(self):
-        self._host._rollout.grad(self.x, self.theta, self.u, self.dt, 0, self.T)
+        self._host._rollout.grad(self.x, self.theta, self.u, self.dt, 0, self.T, self._serial)
 
     def gradient(self, loss, *, method="unrolled"):
         """One forward and one backward pass: the loss and its gradient in every group (see ``Gradient``).
@@ -403,7 +423,7 @@ class System:
         rows = []
         for k in range(self.state_layout.size):
             self._forward()
-            _seed_final_state(self.x.grad, k)
+            _seed_final_state(self.x.grad, k, self._serial)
             self._backward_rollout()
             if wrt == "params":
                 rows.append(_download(self.theta.grad)[:, :self.param_layout.size])

@@ -185,15 +185,18 @@ class _CustomKernels:
     @ti.kernel
     def accumulate(self, x: ti.types.ndarray(ndim=3), theta: ti.types.ndarray(ndim=2),
                    u: ti.types.ndarray(ndim=3), L: ti.types.ndarray(ndim=1), steps: ti.types.ndarray(ndim=1),
-                   w: float):
-        for b, i in ti.ndrange(x.shape[0], steps.shape[0]):
-            L[b] += w * self.function(x, theta, u, b, steps[i])
+                   w: float, serial: ti.template()):
+        ti.loop_config(serialize=serial)
+        for b in range(x.shape[0]):
+            for i in range(steps.shape[0]):
+                L[b] += w * self.function(x, theta, u, b, steps[i])
 
 
 @ti.kernel
 def _quadratic(x: ti.types.ndarray(ndim=3), u: ti.types.ndarray(ndim=3), L: ti.types.ndarray(ndim=1),
                time: ti.types.ndarray(ndim=1), offset: ti.types.ndarray(ndim=1), w: ti.types.ndarray(ndim=2),
-               target: ti.types.ndarray(ndim=2), w_effort: float):
+               target: ti.types.ndarray(ndim=2), w_effort: float, serial: ti.template()):
+    ti.loop_config(serialize=serial)
     for b in range(x.shape[0]):
         for e in range(time.shape[0]):
             L[b] += w[b, e] * (x[b, time[e], offset[e]] - target[b, e]) ** 2
@@ -232,11 +235,12 @@ class _Bound:
             self.time.fill(0), self.offset.fill(0), self.w.fill(0), self.target.fill(0)
 
     def forward(self, sim):
-        _quadratic(sim.x, sim.u, sim.loss, self.time, self.offset, self.w, self.target, self.w_effort)
+        _quadratic(sim.x, sim.u, sim.loss, self.time, self.offset, self.w, self.target, self.w_effort, sim._serial)
         for weight, kernels, steps in self.customs:
-            kernels.accumulate(sim.x, sim.theta, sim.u, sim.loss, steps, weight)
+            kernels.accumulate(sim.x, sim.theta, sim.u, sim.loss, steps, weight, sim._serial)
 
     def backward(self, sim):
         for weight, kernels, steps in reversed(self.customs):
-            kernels.accumulate.grad(sim.x, sim.theta, sim.u, sim.loss, steps, weight)
-        _quadratic.grad(sim.x, sim.u, sim.loss, self.time, self.offset, self.w, self.target, self.w_effort)
+            kernels.accumulate.grad(sim.x, sim.theta, sim.u, sim.loss, steps, weight, sim._serial)
+        _quadratic.grad(sim.x, sim.u, sim.loss, self.time, self.offset, self.w, self.target, self.w_effort,
+                        sim._serial)
