@@ -17,8 +17,7 @@ $(STAMP): setup.cfg pyproject.toml
 
 demo: $(STAMP)
 	mkdir -p out
-	$(PY) demos/adjoint_by_hand.py
-	$(PY) demos/sensitivity_growth.py
+	$(PY) demos/cartpole_opt.py
 
 test: $(STAMP)
 	$(PY) -m pytest -q

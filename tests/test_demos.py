@@ -59,3 +59,29 @@ def test_sensitivity_growth(sensitivity_growth, tmp_path):
         assert abs(case["rate"] / case["log_radius"] - 1) < 0.01
     png = tmp_path / "sensitivity_growth.png"
     assert png.exists() and png.stat().st_size > 10_000
+
+
+@pytest.fixture(scope="module")
+def cartpole_opt():
+    return load("cartpole_opt")
+
+
+def test_cartpole_swing_up(cartpole_opt, tmp_path):
+    """The main demo swings the pole up and holds it: |angle| < 0.05, |omega| < 0.1, cart inside +-2.4 m."""
+    r = cartpole_opt.main(["--out", str(tmp_path)])
+    assert r["success"], r
+    assert abs(r["angle"]) < 0.05 and abs(r["angular_velocity"]) < 0.1 and r["cart_extent"] < 2.4
+    gif = tmp_path / "cartpole_opt.gif"
+    assert gif.exists() and 10_000 < gif.stat().st_size < 500_000
+    assert (tmp_path / "cartpole_opt_loss.png").stat().st_size > 10_000
+
+
+def test_cartpole_swing_up_from_perturbed_states(cartpole_opt):
+    """The swing-up succeeds from at least 9 of 10 randomly perturbed hanging states."""
+    assert cartpole_opt.perturbed_success(count=10, seed=1) >= 9
+
+
+def test_cartpole_receding_horizon_on_a_wrong_model(cartpole_opt, tmp_path):
+    """MPC swings up and balances a plant whose pole is 20% heavier than the model's."""
+    r = cartpole_opt.main(["--mpc", "--out", str(tmp_path)])
+    assert r["success"], r

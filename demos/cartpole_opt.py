@@ -1,0 +1,132 @@
+# Swing a cart-pole up from hanging to balanced, and hold it, by gradient descent on the force sequence.
+#
+# The pole starts at rest hanging down (theta = pi). We optimize 200 forces (4 s at dt = 0.02 s), each within
+# +-10 N, through the differentiable rollout. The loss asks the pole to be upright, 1 - cos(theta), more and more
+# as time goes on and fully for the last second (the hold), the cart to stay near the centre, and everything to be
+# at rest at the end. A batch of random starting sequences is optimized at once; the best one wins.
+#   stage 1, find a swing:  Adam on the forces with a light terminal cost
+#   stage 2, land it:       a 100x heavier terminal cost and a smaller step
+# With --mpc the loss drives receding-horizon control instead: plan 1.5 s ahead, apply 0.1 s, re-plan, for 6 s, on
+# a plant whose pole is 20% heavier than the model believes.
+# Writes out/cartpole_opt.gif (first attempt beside the optimized one) and out/cartpole_opt_loss.png.
+#
+# Command: python demos/cartpole_opt.py [--mpc] [--batch 8] [--seed 0] [--out out]
+import argparse
+import pathlib
+import time
+
+import numpy as np
+import taichi as ti
+
+import tisim
+from tisim import viz
+from tisim.losses import Custom, Effort, TerminalTarget
+from tisim.tasks import optimize_actions, receding_horizon
+
+HORIZON, SWING, FORCE_LIMIT = 200, 150, 10.0  # steps, steps until fully upright is asked for, N
+REST = {"x": 0.0, "x_dot": 0.0, "theta": 0.0, "theta_dot": 0.0}
+
+
+def swing_up_loss(sim, landing_weight, swing=SWING):
+    """Upright more and more until `swing`, fully after; cart near the centre; at rest at the end."""
+    theta, x = sim.index("theta"), sim.index("x")
+
+    @ti.func
+    def upright(x_: ti.template(), theta_: ti.template(), u: ti.template(), b, t):
+        ramp = ti.min(t / swing, 1.0) ** 4
+        return ramp * (1.0 - ti.cos(x_[b, t, theta])) + 0.1 * x_[b, t, x] ** 2
+
+    landing = TerminalTarget(REST, weights={"theta": 10.0, "theta_dot": 1.0, "x": 1.0, "x_dot": 1.0})
+    return Custom(upright, steps=range(sim.T + 1)) + landing_weight * landing + 1e-4 * Effort()
+
+
+def wrapped(angle):
+    return (angle + np.pi) % (2 * np.pi) - np.pi
+
+
+def summary(traj, b):
+    return dict(angle=float(wrapped(traj["theta"][b, -1])), angular_velocity=float(traj["theta_dot"][b, -1]),
+                cart=float(traj["x"][b, -1]), cart_velocity=float(traj["x_dot"][b, -1]),
+                cart_extent=float(np.abs(traj["x"][b]).max()))
+
+
+def succeeded(s):
+    return abs(s["angle"]) < 0.05 and abs(s["angular_velocity"]) < 0.1 and s["cart_extent"] < 2.4
+
+
+def swing_up(sim, seed, iterations=(800, 400), progress=False):
+    """Two-stage trajectory optimization of every batch element; returns the two Results."""
+    start = np.random.default_rng(seed).normal(size=(sim.B, sim.T))
+    find = optimize_actions(sim, swing_up_loss(sim, 1.0), limits=(-FORCE_LIMIT, FORCE_LIMIT), initial=start,
+                            iterations=iterations[0], optimizer=tisim.optim.Adam(lr=0.3), progress=progress)
+    land = optimize_actions(sim, swing_up_loss(sim, 100.0), limits=(-FORCE_LIMIT, FORCE_LIMIT),
+                            iterations=iterations[1], optimizer=tisim.optim.Adam(lr=0.1), progress=progress)
+    return find, land
+
+
+def perturbed_success(count=10, seed=1):
+    """Swing up from `count` randomly perturbed hanging states at once; returns how many succeed."""
+    rng = np.random.default_rng(seed)
+    initial = dict(theta=np.pi + rng.normal(0, 0.2, count), theta_dot=rng.normal(0, 0.2, count),
+                   x=rng.normal(0, 0.2, count), x_dot=rng.normal(0, 0.1, count))
+    sim = tisim.systems.Cartpole(horizon=HORIZON, batch=count, **initial)
+    swing_up(sim, seed)
+    traj = sim.rollout()
+    return sum(succeeded(summary(traj, b)) for b in range(count))
+
+
+def mpc(seed, plan_steps=75, apply=5, steps=300):
+    """The first plan as in the open-loop demo; then re-plans with a uniform upright cost, warm-started."""
+    model = tisim.systems.Cartpole(horizon=plan_steps, theta=np.pi)
+    plant = tisim.systems.Cartpole(horizon=apply, theta=np.pi, m_pole=0.12)
+    swing_up(model, seed, iterations=(600, 300))
+    return receding_horizon(model, plant, swing_up_loss(model, 100.0, swing=1), steps=steps, apply=apply,
+                            limits=(-FORCE_LIMIT, FORCE_LIMIT), iterations=50, lr=0.05)
+
+
+def pictures(out, first, final, params, history, b):
+    """The first attempt beside the final one, as a GIF, and the loss history."""
+    both = {k: np.concatenate([first[k][b], final[k][b]]) for k in final}
+    view = viz.view_cartpole(both, {k: float(v[0]) for k, v in params.items()})
+    before = viz.frames("Cartpole", first, params, batch_index=b, every=2, bounds=view)
+    after = viz.frames("Cartpole", final, params, batch_index=b, every=2, bounds=view)
+    gif = viz.save_gif(out / "cartpole_opt.gif", viz.side_by_side(before, after), fps=25)
+    plot = viz.plot_history(history, out / "cartpole_opt_loss.png", title="cart-pole swing-up")
+    return gif, plot
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="Cart-pole swing-up by gradient descent through the simulator.")
+    parser.add_argument("--batch", type=int, default=8, help="random starting sequences optimized at once")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mpc", action="store_true", help="receding-horizon control on a mismatched plant")
+    parser.add_argument("--out", default="out", help="folder for the GIF and the loss plot")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    if args.mpc:
+        run = mpc(args.seed)
+        traj, best, iterations, history = run.states, 0, sum(p.iterations for p in run.plans), run.plans[0].history
+        first = tisim.systems.Cartpole(horizon=traj["x"].shape[1] - 1, theta=np.pi).rollout()  # no force at all
+    else:
+        sim = tisim.systems.Cartpole(horizon=HORIZON, batch=args.batch, theta=np.pi)
+        find, land = swing_up(sim, args.seed, progress=True)
+        traj = sim.rollout()
+        best = int(np.argmin(sim.gradient(swing_up_loss(sim, 100.0)).per_batch))
+        iterations, history = find.iterations + land.iterations, find.history + land.history
+        sim.set_actions(find.history[0]["values"]["actions"])
+        first = sim.rollout()
+    seconds = time.perf_counter() - started
+    gif, plot = pictures(pathlib.Path(args.out), first, traj, tisim.systems.Cartpole(horizon=1).params, history, best)
+    result = summary(traj, best)
+    result.update(iterations=iterations, seconds=seconds, success=succeeded(result))
+    print(f"{'receding-horizon' if args.mpc else 'open-loop'} swing-up: {iterations} iterations in {seconds:.1f} s")
+    print(f"  final angle from upright {result['angle']:+.4f} rad, angular velocity {result['angular_velocity']:+.4f}"
+          f" rad/s, cart at {result['cart']:+.3f} m moving {result['cart_velocity']:+.3f} m/s,"
+          f" cart stayed within +-{result['cart_extent']:.2f} m: {'success' if result['success'] else 'FAILED'}")
+    print(f"  wrote {gif} ({gif.stat().st_size // 1024} KB) and {plot}")
+    result["history"], result["trajectory"] = history, traj
+    return result
+
+
+if __name__ == "__main__":
+    main()
