@@ -25,6 +25,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	mkdir -p out
 	$(PY) benchmarks/engine_overhead.py
+	$(PY) benchmarks/cartpole_gradient_vs_cem.py
 
 clean:
 	rm -rf $(VENV) out .cache *.egg-info

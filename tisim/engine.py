@@ -384,8 +384,8 @@ class System:
                 self._bound_losses.popitem(last=False)
         return self._bound_losses[key][1]
 
-    def _loss_values(self, loss):
-        """Forward rollout and loss; returns the per-element losses (B,)."""
+    def evaluate(self, loss):
+        """Rollout and loss, no backward pass: the loss of each batch element, shape (B,)."""
         return self._forward(self._bind(loss))
 
     def _backward_rollout(self):

@@ -76,10 +76,10 @@ def gradcheck(sim, loss, *, groups=GROUPS, step=1e-5, max_entries=None):
             try:
                 values[:, e] = original + h
                 sim._invalidate()
-                up = sim._loss_values(loss)
+                up = sim.evaluate(loss)
                 values[:, e] = original - h
                 sim._invalidate()
-                down = sim._loss_values(loss)
+                down = sim.evaluate(loss)
             finally:
                 values[:, e] = original
                 sim._invalidate()
