@@ -26,6 +26,7 @@ bench: $(STAMP)
 	mkdir -p out
 	$(PY) benchmarks/engine_overhead.py
 	$(PY) benchmarks/cartpole_gradient_vs_cem.py
+	$(PY) benchmarks/systems.py
 
 clean:
 	rm -rf $(VENV) out .cache *.egg-info

@@ -300,6 +300,7 @@ def main(argv=None):
     cache = os.environ.get("TI_OFFLINE_CACHE_FILE_PATH", "")
     cached = len(os.listdir(cache)) if cache and os.path.isdir(cache) else "unknown"
     import taichi as ti
+
     import tisim
     init_s = clock(lambda: tisim.init(arch=args.arch, precision=args.precision, deterministic=False))
     dtype, tol = (np.float64, 1e-9) if args.precision == "f64" else (np.float32, 1e-3)

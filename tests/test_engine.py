@@ -149,13 +149,14 @@ def test_bounds_are_enforced():
     assert quantity.interval.contains([1e-9, 5.0]).all() and not quantity.interval.contains(0.0)
     assert str(tisim.Quantity("e", 0.5, "-", "restitution", bounds="[0, 1]").interval) == "[0, 1]"
     with pytest.raises(ValueError, match="bounds must look like"):
-        tisim.Quantity("e", 0.5, "-", "restitution", bounds="0..1").interval
+        tisim.Quantity("e", 0.5, "-", "restitution", bounds="0..1")
 
 
 def test_nonfinite_rollout_names_state_and_step():
     """A rollout that overflows raises NonFiniteError with the system, the state and the first bad step."""
     sim = ScalarLinear(horizon=40, a=1e20, theta=1.0)
-    with pytest.raises(tisim.NonFiniteError, match=r"ScalarLinear: the rollout turned non-finite at step (\d+)") as info:
+    message = r"ScalarLinear: the rollout turned non-finite at step (\d+)"
+    with pytest.raises(tisim.NonFiniteError, match=message) as info:
         sim.rollout()
     step = int(info.value.args[0].split("at step ")[1].split()[0])
     with np.errstate(over="ignore"):

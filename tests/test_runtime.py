@@ -1,12 +1,11 @@
 """The runtime: initialization, simulator lifetime and reproducibility."""
 import numpy as np
 import pytest
+from conftest import TEST_SETTINGS
 
 import tisim
 from tisim import runtime
 from tisim.systems import Linear, ScalarLinear
-
-from conftest import TEST_SETTINGS
 
 
 def test_init_is_idempotent():

@@ -198,7 +198,7 @@ class System:
         options = {key: values.pop(key, allowed[0]) for key, allowed in self.OPTIONS.items()}
         for key, choice in options.items():
             if choice not in self.OPTIONS[key]:
-                raise ValueError(f"{name}: {key} must be one of {list(self.OPTIONS[key])}, got {choice!r}"
+                raise ValueError(f"{name}: {key} must be one of {list(self.OPTIONS[key])}, got {choice!r}."
                                  + near_miss(str(choice), self.OPTIONS[key]))
         _check_count(name, "horizon", horizon)
         _check_count(name, "batch", batch)
@@ -223,7 +223,7 @@ class System:
         for key in values:
             if key not in known:
                 raise ValueError(f"{name}: unknown keyword {key!r}; parameters: {self.param_layout.names}, "
-                                 f"states: {self.state_layout.names}" + near_miss(key, known))
+                                 f"states: {self.state_layout.names}." + near_miss(key, known))
         self.set_params(**{k: v for k, v in values.items() if k in self.param_layout.quantities})
         self.set_initial_state(**{k: v for k, v in values.items() if k in self.state_layout.quantities})
 
@@ -397,7 +397,7 @@ class System:
         method: "unrolled" stores every step (memory O(B T S)) and differentiates the whole rollout in reverse.
         """
         if method not in METHODS:
-            raise ValueError(f"gradient: method must be one of {list(METHODS)}, got {method!r}"
+            raise ValueError(f"gradient: method must be one of {list(METHODS)}, got {method!r}."
                              + near_miss(str(method), METHODS))
         bound = self._bind(loss)
         per_batch = self._forward(bound)
@@ -419,7 +419,8 @@ class System:
     def jacobian(self, *, wrt="params"):
         """d x_T / d(wrt) by one backward pass per final-state entry; wrt: "params", "initial_state" or "actions"."""
         if wrt not in GROUPS:
-            raise ValueError(f"jacobian: wrt must be one of {list(GROUPS)}, got {wrt!r}" + near_miss(str(wrt), GROUPS))
+            raise ValueError(f"jacobian: wrt must be one of {list(GROUPS)}, got {wrt!r}."
+                             + near_miss(str(wrt), GROUPS))
         rows = []
         for k in range(self.state_layout.size):
             self._forward()

@@ -69,7 +69,8 @@ def _weights(name, weights, names):
     if isinstance(weights, dict):
         unknown = set(weights) - set(names)
         if unknown:
-            raise ValueError(f"{name}: weights name states {sorted(unknown)} that the loss does not use {sorted(names)}")
+            raise ValueError(f"{name}: weights name states {sorted(unknown)} that the loss does not use "
+                             f"{sorted(names)}")
         return {k: float(weights.get(k, 1.0)) for k in names}
     return {k: float(weights) for k in names}
 

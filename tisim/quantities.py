@@ -4,9 +4,9 @@ A system declares theta, x and a as three tables of ``Quantity`` rows. The engin
 axis: parameters into (B, P), states into (B, T+1, S), actions into (B, T, A). ``Layout`` turns names into offsets,
 validates values at the Python boundary and unpacks arrays back into named pieces.
 """
+import collections
 import difflib
 import math
-import collections
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,7 +38,8 @@ class Interval:
     def __str__(self):
         def number(v):
             return "inf" if v == math.inf else "-inf" if v == -math.inf else f"{v:g}"
-        return f"{'[' if self.low_closed else '('}{number(self.low)}, {number(self.high)}{']' if self.high_closed else ')'}"
+        opening, closing = "[" if self.low_closed else "(", "]" if self.high_closed else ")"
+        return f"{opening}{number(self.low)}, {number(self.high)}{closing}"
 
 
 @dataclass(frozen=True)
@@ -56,13 +57,17 @@ class Quantity:
     shape: tuple = ()
     bounds: str = "(-inf, inf)"
 
+    def __post_init__(self):
+        Interval.parse(self.bounds)  # a malformed bounds string fails where the quantity is declared
+
     @property
     def interval(self):
         return Interval.parse(self.bounds)
 
 
 def near_miss(name, candidates):
-    close = difflib.get_close_matches(name, candidates, n=1)
+    """" Perhaps you meant 'x'?" for the closest candidate, or "" when none is close."""
+    close = difflib.get_close_matches(name, list(candidates), n=1)
     return f" Perhaps you meant {close[0]!r}?" if close else ""
 
 

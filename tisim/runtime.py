@@ -68,7 +68,10 @@ def init(arch="cpu", precision="f64", deterministic=False, threads=None, debug=F
     if _settings is not None:
         ti.reset()
     options = dict(arch=ARCHS[arch], default_fp=PRECISIONS[precision], debug=debug, fast_math=False,
-                   offline_cache=True, offline_cache_file_path=_cache_folder(cache_folder), log_level=ti.WARN)
+                   offline_cache=True, log_level=ti.WARN)
+    folder = _cache_folder(cache_folder)
+    if folder != os.environ.get("TI_OFFLINE_CACHE_FILE_PATH"):  # Taichi warns when an argument overrides the variable
+        options["offline_cache_file_path"] = folder
     if threads is not None:
         options["cpu_max_num_threads"] = threads
     ti.init(**options)

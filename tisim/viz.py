@@ -276,7 +276,7 @@ def frames(system, traj, params=None, *, batch_index=0, every=1, size=(320, 240)
     """
     name = system if isinstance(system, str) else type(system).__name__
     if name not in DRAW:
-        raise ValueError(f"frames: no drawing for {name!r}; DRAW has {sorted(DRAW)}" + near_miss(name, list(DRAW)))
+        raise ValueError(f"frames: no drawing for {name!r}; DRAW has {sorted(DRAW)}." + near_miss(name, list(DRAW)))
     if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
         raise ValueError(f"frames: every must be an integer >= 1, got {every!r}")
     one, theta = _one_element(traj, system.params if params is None and not isinstance(system, str) else params,
