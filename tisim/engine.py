@@ -88,6 +88,13 @@ def _copy3(source: ti.types.ndarray(ndim=3), target: ti.types.ndarray(ndim=3), s
                 target[b, t, k] = source[b, t, k]
 
 
+@ti.kernel
+def _copy_step(source: ti.types.ndarray(ndim=3), t: ti.i32, target: ti.types.ndarray(ndim=2)):
+    for b in range(source.shape[0]):
+        for k in range(source.shape[2]):
+            target[b, k] = source[b, t, k]
+
+
 def _copy(source, target):
     (_copy2 if len(source.shape) == 2 else _copy3)(source, target, is_small(int(np.prod(source.shape))))
 
@@ -139,14 +146,14 @@ class Gradient:
         return self._groups[name]
 
     def _snapshot(self):
-        for name in ("params", "actions", "adjoint"):
+        for name in ("params", "actions", "adjoint", "initial_state"):
             self._group(name)
         self._sim = None
 
     params = property(lambda self: self._group("params"))
     actions = property(lambda self: self._group("actions"))
     adjoint = property(lambda self: self._group("adjoint"))
-    initial_state = property(lambda self: {k: v[:, 0] for k, v in self._group("adjoint").items()})
+    initial_state = property(lambda self: self._group("initial_state"))
 
     def __repr__(self):
         return f"Gradient(value={self.value:.6g}, per_batch={self.per_batch})"
@@ -414,6 +421,10 @@ class System:
             return self.param_layout.unpack(_download(self.theta.grad)[:, :self.param_layout.size])
         if group == "actions":
             return _download(self.u.grad).reshape((self.B, self.T) + self.action_shape)
+        if group == "initial_state":  # lambda_0 alone, without copying the whole adjoint
+            first = np.empty((self.B, self.state_layout.size), dtype=runtime.numpy_real())
+            _copy_step(self.x.grad, 0, first)
+            return self.state_layout.unpack(first.astype(np.float64, copy=False))
         return self.state_layout.unpack(_download(self.x.grad))
 
     def jacobian(self, *, wrt="params"):
