@@ -46,7 +46,8 @@ def measure(name, horizon, batch, repeats):
         forward.append(clock(lambda: (sim.set_actions(u), sim.rollout())))
         full.append(clock(lambda: (sim.set_actions(u), sim.gradient(loss).actions)))
     f, g = statistics.median(forward), statistics.median(full)
-    return f"| {name} | {sim.state_layout.size} | {first * 1e3:.0f} | {f * 1e3:.3f} | {g * 1e3:.3f} | {(g - f) / f:.2f} |"
+    size = sim.state_layout.size
+    return f"| {name} | {size} | {first * 1e3:.0f} | {f * 1e3:.3f} | {g * 1e3:.3f} | {(g - f) / f:.2f} |"
 
 
 def main(argv=None):
