@@ -8,11 +8,13 @@
 #   stage 2, land it:       a 100x heavier terminal cost and a smaller step
 # With --mpc the loss drives receding-horizon control instead: plan 1.5 s ahead, apply 0.1 s, re-plan, for 6 s, on
 # a plant whose pole is 20% heavier than the model believes.
-# Writes out/cartpole_opt.gif (first attempt beside the optimized one) and out/cartpole_opt_loss.png.
+# Writes out/cartpole_opt.gif (first attempt beside the optimized one) and out/cartpole_opt_loss.png. With --gui a
+# window shows each attempt while the optimization runs (needs a display and Vulkan; see tisim/gui.py).
 #
-# Command: python demos/cartpole_opt.py [--mpc] [--batch 8] [--seed 0] [--out out]
+# Command: python demos/cartpole_opt.py [--mpc] [--gui] [--batch 8] [--seed 0] [--out out]
 import argparse
 import pathlib
+import sys
 import time
 
 import numpy as np
@@ -20,6 +22,7 @@ import taichi as ti
 
 import tisim
 from tisim import viz
+from tisim.gui import Window, WindowUnavailable
 from tisim.losses import Custom, Effort, TerminalTarget
 from tisim.tasks import optimize_actions, receding_horizon
 
@@ -54,14 +57,42 @@ def succeeded(s):
     return abs(s["angle"]) < 0.05 and abs(s["angular_velocity"]) < 0.1 and s["cart_extent"] < 2.4
 
 
-def swing_up(sim, seed, iterations=(800, 400), progress=False):
+def swing_up(sim, seed, iterations=(800, 400), progress=False, callback=None):
     """Two-stage trajectory optimization of every batch element; returns the two Results."""
     start = np.random.default_rng(seed).normal(size=(sim.B, sim.T))
     find = optimize_actions(sim, swing_up_loss(sim, 1.0), limits=(-FORCE_LIMIT, FORCE_LIMIT), initial=start,
-                            iterations=iterations[0], optimizer=tisim.optim.Adam(lr=0.3), progress=progress)
+                            iterations=iterations[0], optimizer=tisim.optim.Adam(lr=0.3), progress=progress,
+                            callback=callback)
     land = optimize_actions(sim, swing_up_loss(sim, 100.0), limits=(-FORCE_LIMIT, FORCE_LIMIT),
-                            iterations=iterations[1], optimizer=tisim.optim.Adam(lr=0.1), progress=progress)
+                            iterations=iterations[1], optimizer=tisim.optim.Adam(lr=0.1), progress=progress,
+                            callback=callback)
     return find, land
+
+
+class LiveView:
+    """An optimizer callback that draws the attempt just evaluated (batch element 0), its motion replayed as the
+    iterations go by, with the loss; closing the window stops the optimization."""
+
+    def __init__(self, window, sim, every=5):
+        self.window, self.sim, self.every, self.shown = window, sim, every, 0
+        self.params = {k: float(v[0]) for k, v in sim.params.items()}
+
+    def __call__(self, iteration, values, loss):
+        if not self.window.running:
+            return True
+        if iteration % self.every:
+            return False
+        traj = self.sim.rollout()
+        t = (self.shown * 3) % (self.sim.T + 1)
+        canvas = viz.Canvas(*self.window.size, bounds=(-2.6, 2.6, -1.3, 1.6))
+        viz.draw_cartpole(canvas, {k: float(v[0, t]) for k, v in traj.items()}, self.params)
+        self.window.draw(canvas.image())
+        with self.window.panel("optimization", 0.02, 0.02, 0.42, 0.16) as panel:
+            panel.text(f"iteration {iteration}   step {t} of {self.sim.T}")
+            panel.text(f"loss (sum over the batch) {loss:.2f}")
+        self.window.show()
+        self.shown += 1
+        return False
 
 
 def perturbed_success(count=10, seed=1):
@@ -101,7 +132,15 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--mpc", action="store_true", help="receding-horizon control on a mismatched plant")
     parser.add_argument("--out", default="out", help="folder for the GIF and the loss plot")
+    parser.add_argument("--gui", action="store_true", help="watch the optimization in a window")
     args = parser.parse_args(argv)
+    window = None
+    if args.gui:
+        try:
+            window = Window("tisim: cart-pole swing-up", (800, 480))
+        except WindowUnavailable as error:
+            print(error, file=sys.stderr)
+            return 2
     started = time.perf_counter()
     if args.mpc:
         run = mpc(args.seed)
@@ -109,7 +148,8 @@ def main(argv=None):
         first = tisim.systems.Cartpole(horizon=traj["x"].shape[1] - 1, theta=np.pi).rollout()  # no force at all
     else:
         sim = tisim.systems.Cartpole(horizon=HORIZON, batch=args.batch, theta=np.pi)
-        find, land = swing_up(sim, args.seed, progress=True)
+        find, land = swing_up(sim, args.seed, progress=window is None,
+                              callback=LiveView(window, sim) if window else None)
         traj = sim.rollout()
         best = int(np.argmin(sim.gradient(swing_up_loss(sim, 100.0)).per_batch))
         iterations, history = find.iterations + land.iterations, find.history + land.history
@@ -129,4 +169,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    result = main()
+    sys.exit(result if isinstance(result, int) else 0)
