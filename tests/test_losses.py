@@ -4,7 +4,7 @@ import pytest
 import taichi as ti
 
 import tisim
-from tisim.losses import Custom, Effort, TerminalTarget, Tracking
+from tisim.losses import Custom, Effort, TerminalSum, TerminalTarget, Tracking
 from tisim.systems import Linear, ScalarLinear
 
 
@@ -29,6 +29,7 @@ def test_values_match_numpy_formulas():
         terminal: 3.0 * ((x[:, -1] - [1.0, -1.0]) ** 2).sum(axis=1),
         tracking: 0.5 * np.where(seen, (x - np.nan_to_num(data)) ** 2, 0).sum(axis=(1, 2)),
         Effort(): (u ** 2).sum(axis=(1, 2)),
+        TerminalSum({"x": [0.5, -2.0]}): x[:, -1] @ np.array([0.5, -2.0]),
     }
     for loss, value in expected.items():
         np.testing.assert_allclose(sim.gradient(loss).per_batch, value, rtol=1e-13)
@@ -57,7 +58,8 @@ def cubic_final(x: ti.template(), theta: ti.template(), u: ti.template(), b, T):
     lambda: TerminalTarget({"x": [1.0, -1.0]}) + 0.1 * Effort(),
     lambda: Tracking({"x": np.random.default_rng(2).normal(size=(6, 2))}, weights=0.3),
     lambda: Custom(cubic_final) + Effort(),
-], ids=["terminal+effort", "tracking", "custom+effort"])
+    lambda: TerminalSum({"x": [0.5, -2.0]}) + TerminalTarget({"x": [0.0, 1.0]}),
+], ids=["terminal+effort", "tracking", "custom+effort", "sum+terminal"])
 def test_loss_gradients_match_central_differences(make_loss):
     """Every loss kind differentiates correctly in all three groups (float64 central differences)."""
     report = tisim.gradcheck(random_linear(), make_loss())
@@ -102,6 +104,8 @@ def test_bad_losses_raise_clear_errors():
         (lambda: TerminalTarget({"x": 1.0}, weights={"v": 1.0}), "weights name states"),
         (lambda: TerminalTarget({}), "non-empty dict"),
         (lambda: Custom(3.0), "must be a @ti.func"),
+        (lambda: sim.gradient(TerminalSum({"x": [1.0, 2.0]})), r"weights\['x'\] must be a scalar or shape \(\)"),
+        (lambda: TerminalSum({"x": np.nan}), "must be finite"),
         (lambda: sim.gradient("x"), "'str' object has no attribute 'bind'|not a tisim loss"),
     ]
     for call, message in cases:

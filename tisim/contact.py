@@ -4,6 +4,8 @@ Normal force from penetration depth d >= 0 (d < 0: apart) and normal velocity vn
     penalty_normal(d, vn, k, c, s)   fn = max(0, k act(d) - c vn gate(d))
         hard (s = 0): act(d) = max(d, 0),         gate(d) = [d > 0]
         soft (s > 0): act(d) = s log(1 + e^(d/s)), gate(d) = sigmoid(d / s)   smooth in d; reaches ~ s k at d = 0
+    penalty_normal_compression(d, vn, k, c)   fn = k d - c min(vn, 0) while d > 0, else 0: damped only while
+                                     compressing, never pulling (the ground law of the reference mass-spring workload)
     restitution_damping(e, k, m)     c = 2 zeta sqrt(k m), zeta = -ln e / sqrt(pi^2 + ln^2 e): the linear
                                      spring-damper whose free bounce has coefficient of restitution e
         penalty_normal never pulls (fn >= 0), so the body leaves a little earlier and a little faster than that
@@ -44,6 +46,12 @@ def penalty_normal(d, vn, k, c, s):
     elif d > 0.0:
         gate = 1.0
     return ti.max(k * act - c * vn * gate, 0.0)
+
+
+@ti.func
+def penalty_normal_compression(d, vn, k, c):
+    # branch-free: it runs inside per-particle loops, where Taichi 1.7's reverse mode mishandles branches
+    return (k * d - c * ti.min(vn, 0.0)) * ti.select(d > 0.0, 1.0, 0.0)
 
 
 def restitution_damping_value(e, k, m):
@@ -100,3 +108,78 @@ def restitution_toi(y, v, a, e, dt):
             # body rests on the floor; the heights so skipped are below |a| dt^2 / 8
             y_next, v_next = 0.0, 0.0
     return y_next, v_next
+
+
+# ---- contact geometry of rigid shapes in 2D (Rigid2D) -------------------------------------------------------------
+# Each pair function returns (d, n, c): the overlap d [m] (> 0 in contact), the unit normal n along which the contact
+# pushes the FIRST shape (the second is pushed along -n), and the contact point c [m], the middle of the overlap along
+# n. A law applies its force to both bodies at the same point c, so each pair's forces conserve angular momentum.
+#     disk_ground(p, r)               disc (centre p, radius r) over the floor y = 0:  d = r - p_y,  n = (0, 1)
+#     corner_ground(q)                a box corner q over the floor:  d = -q_y,  n = (0, 1)
+#     disk_disk(p1, r1, p2, r2)       d = r1 + r2 - |p1 - p2|,  n = (p1 - p2) / |p1 - p2|
+#     corner_box(q, p, angle, h)      a corner q against a box (centre p, angle, half extents h), in the box frame
+#                                     q' = R(-angle)(q - p):  d = min(hx - |q'x|, hy - |q'y|),  n = outward normal of
+#                                     the nearest face (the vertex-face test; d > 0 only inside the box)
+#     disk_box(p, r, pb, angle, h)    s = the box point closest to the disc centre:  d = r - |p - s|,  n = (p - s) / |.|;
+#                                     a centre inside the box is pushed out through the nearest face (d = r + depth)
+# Non-smooth: the contact switch d = 0, the nearest-face switch (|q'x| and |q'y|), the clamp to the box outline.
+DISTANCE_FLOOR = 1e-30  # [m^2] added under square roots: coincident centres give n = 0, not a NaN gradient
+
+
+@ti.func
+def rotate(angle, q):
+    c, s = ti.cos(angle), ti.sin(angle)
+    return ti.Vector([c * q[0] - s * q[1], s * q[0] + c * q[1]])
+
+
+@ti.func
+def cross2(r, f):
+    return r[0] * f[1] - r[1] * f[0]
+
+
+@ti.func
+def disk_ground(p, r):
+    return r - p[1], ti.Vector([0.0, 1.0]), ti.Vector([p[0], 0.5 * (p[1] - r)])
+
+
+@ti.func
+def corner_ground(q):
+    return -q[1], ti.Vector([0.0, 1.0]), ti.Vector([q[0], 0.5 * q[1]])
+
+
+@ti.func
+def disk_disk(p1, r1, p2, r2):
+    delta = p1 - p2
+    distance = ti.sqrt(delta.dot(delta) + DISTANCE_FLOOR)
+    n = delta / distance
+    return r1 + r2 - distance, n, 0.5 * (p1 + p2 + (r2 - r1) * n)
+
+
+@ti.func
+def box_face(q, h):
+    """Depth of the box-frame point q inside the box of half extents h (< 0 outside) and the nearest face's normal."""
+    dx, dy = h[0] - ti.abs(q[0]), h[1] - ti.abs(q[1])
+    across = dx <= dy  # nearest face: a vertical side (normal along x) or the top or bottom
+    side = ti.Vector([ti.select(q[0] >= 0.0, 1.0, -1.0), ti.select(q[1] >= 0.0, 1.0, -1.0)])
+    return ti.min(dx, dy), ti.Vector([ti.select(across, side[0], 0.0), ti.select(across, 0.0, side[1])])
+
+
+@ti.func
+def corner_box(q, p, angle, h):
+    d, face = box_face(rotate(-angle, q - p), h)
+    n = rotate(angle, face)
+    return d, n, q + 0.5 * d * n
+
+
+@ti.func
+def disk_box(p, r, pb, angle, h):
+    q = rotate(-angle, p - pb)  # the disc centre in the box frame
+    s = ti.max(ti.min(q, h), -h)  # the closest point of the box (q itself when inside)
+    delta = q - s
+    distance = ti.sqrt(delta.dot(delta) + DISTANCE_FLOOR)
+    depth, face = box_face(q, h)
+    inside = depth > 0.0  # then push out through the nearest face
+    n = rotate(angle, ti.select(inside, face, delta / distance))
+    d = ti.select(inside, r + depth, r - distance)
+    surface = pb + rotate(angle, ti.select(inside, q + depth * face, s))
+    return d, n, 0.5 * (surface + p - r * n)

@@ -175,8 +175,9 @@ class System:
       1. PARAMS, STATE, ACTION: tuples of ``Quantity`` rows for theta, x and a. ACTION has exactly one row (a scalar or
          a vector); STATE and PARAMS any number.
       2. DT: the default time step [s]; STRUCTURE: names of integer constructor keywords that fix sizes and appear in
-         shapes (default none; defaults from <NAME>_DEFAULT); OPTIONS: {keyword: (allowed strings, first = default)}
-         for choices of law, e.g. {"contact": ("penalty", "impact")}, read in kernels with ti.static.
+         shapes (default none; defaults from <NAME>_DEFAULT; each >= 1, or >= <NAME>_MIN where declared);
+         OPTIONS: {keyword: (allowed strings, first = default)} for choices of law, e.g.
+         {"contact": ("penalty", "impact")}, read in kernels with ti.static.
     and implements:
       3. ``step(self, x, theta, u, dt, b, t)``, a ``@ti.func`` that reads x[b, t, :], theta[b, :] and u[b, t, :] and
          ACCUMULATES the next state into x[b, t+1, :] with ``+=`` (the engine zeroes it first; a plain store would
@@ -201,7 +202,7 @@ class System:
         sizes = {key: values.pop(key) for key in self.STRUCTURE if key in values}
         for key in self.STRUCTURE:
             sizes.setdefault(key, getattr(type(self), key.upper() + "_DEFAULT", 1))
-            _check_count(name, key, sizes[key])
+            _check_count(name, key, sizes[key], getattr(type(self), key.upper() + "_MIN", 1))
         options = {key: values.pop(key, allowed[0]) for key, allowed in self.OPTIONS.items()}
         for key, choice in options.items():
             if choice not in self.OPTIONS[key]:
@@ -216,8 +217,8 @@ class System:
             raise TypeError(f"{name}: ACTION must declare exactly one quantity, got {len(self.ACTION)}")
         self.T, self.B, self.dt = int(horizon), int(batch), float(dt)
         self._describe(sizes, options)
-        self._host = runtime.host((type(self), tuple(sorted(sizes.items())), tuple(sorted(options.items()))),
-                                  self._bare_host)
+        self._host = runtime.host((type(self), tuple(sorted(sizes.items())), tuple(sorted(options.items())),
+                                   self._topology_key()), self._bare_host)
         self._generation = runtime.generation()
         self._allocate()
         self._theta = self.param_layout.defaults(self.B)
@@ -245,6 +246,11 @@ class System:
         self.P, self.X, self.U = self.param_layout.index, self.state_layout.index, self.action_layout.index
         self.action_name = self.ACTION[0].name
         self.action_shape = self.action_layout.shapes[self.action_name]
+
+    def _topology_key(self):
+        """Hashable description of structure beyond sizes and options (a particle system's connectivity, say);
+        systems that keep such structure in Taichi fields on their host override this and _bare_host."""
+        return ()
 
     def _bare_host(self):
         # Only the host is Taichi-data-oriented: ti.data_oriented routes every attribute access through a Python
@@ -455,7 +461,7 @@ class System:
         return f"{type(self).__name__}(horizon={self.T}, batch={self.B}, dt={self.dt}{sizes})"
 
 
-def _check_count(owner, name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{owner}: {name} must be an integer >= 1, got {value!r}")
+def _check_count(owner, name, value, minimum=1):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{owner}: {name} must be an integer >= {minimum}, got {value!r}")
 

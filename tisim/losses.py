@@ -2,12 +2,13 @@
 
     TerminalTarget   sum_k w_k (x_k[T] - x*_k)^2                 over the named states at the final step
     Tracking         sum_t sum_k w_k (x_k[t] - d_k[t])^2          over recorded data; NaN marks "not observed"
+    TerminalSum      sum_k w_k x_k[T]                             a linear functional, e.g. minus the mean position
     Effort           w sum_t |a[t]|^2
     w1 * L1 + L2     weighted sums of the above (and of custom losses)
     Custom(f, steps) sum over t in steps of f(x, theta, u, b, t), a Taichi function; steps default: the final step
 
-The quadratic losses reduce to one list of entries (time, state offset, weight, target), evaluated by one kernel that
-compiles once however many losses are summed.
+The built-in losses reduce to one list of entries (time, state offset, weight, target, linear weight), evaluated by
+one kernel that compiles once however many losses are summed.
 
 A custom loss reads the packed arrays directly; ``sim.index(name)`` gives a state's offset, and Python ints captured by
 the function are compile-time constants:
@@ -144,6 +145,33 @@ class Tracking(Loss):
         return f"Tracking({sorted(self.data)})"
 
 
+class TerminalSum(Loss):
+    """sum_k w_k x_k[T]: weights {state: scalar or array of the state's shape}, e.g. the mean x of N particles is
+    TerminalSum({"pos": w}) with w[:, 0] = 1/N, w[:, 1] = 0 (minus that, to move right)."""
+
+    def __init__(self, weights):
+        if not isinstance(weights, dict) or not weights:
+            raise TypeError("TerminalSum: weights must be a non-empty dict {state name: weights}")
+        self.weights = {k: np.asarray(v, dtype=np.float64) for k, v in weights.items()}
+        for name, w in self.weights.items():
+            if not np.all(np.isfinite(w)):
+                raise ValueError(f"TerminalSum: weights[{name!r}] must be finite")
+
+    def linear_entries(self, sim):
+        layout, rows = sim.state_layout, []
+        for name, w in self.weights.items():
+            layout.check_name(name, "TerminalSum.weights")
+            shape = layout.shapes[name]
+            if w.shape not in ((), shape):
+                raise ValueError(f"TerminalSum: weights[{name!r}] must be a scalar or shape {shape}, got {w.shape}")
+            for j, value in enumerate(np.broadcast_to(w, shape).reshape(-1)):
+                rows.append((sim.T, layout.offsets[name] + j, float(value)))
+        return rows
+
+    def __repr__(self):
+        return f"TerminalSum({sorted(self.weights)})"
+
+
 class Effort(Loss):
     """w sum_t |a[t]|^2: the action effort (w = 1 by default; scale with ``0.01 * Effort()``)."""
 
@@ -196,11 +224,13 @@ class _CustomKernels:
 @ti.kernel
 def _quadratic(x: ti.types.ndarray(ndim=3), u: ti.types.ndarray(ndim=3), L: ti.types.ndarray(ndim=1),
                time: ti.types.ndarray(ndim=1), offset: ti.types.ndarray(ndim=1), w: ti.types.ndarray(ndim=2),
-               target: ti.types.ndarray(ndim=2), w_effort: float, serial: ti.template()):
+               target: ti.types.ndarray(ndim=2), linear: ti.types.ndarray(ndim=1), w_effort: float,
+               serial: ti.template()):
     ti.loop_config(serialize=serial)
     for b in range(x.shape[0]):
         for e in range(time.shape[0]):
-            L[b] += w[b, e] * (x[b, time[e], offset[e]] - target[b, e]) ** 2
+            value = x[b, time[e], offset[e]]
+            L[b] += w[b, e] * (value - target[b, e]) ** 2 + linear[e] * value
         for t in range(u.shape[1]):
             for j in range(u.shape[2]):
                 L[b] += w_effort * u[b, t, j] ** 2
@@ -217,7 +247,10 @@ class _Bound:
             elif isinstance(term, Custom):
                 self.customs.append((weight, term.kernels, term.step_array(sim)))
             elif isinstance(term, (TerminalTarget, Tracking)):
-                rows += [(t, k, weight * w, goal) for t, k, w, goal in term.entries(sim)]
+                rows += [(t, k, weight * w, goal, 0.0) for t, k, w, goal in term.entries(sim)]
+            elif isinstance(term, TerminalSum):
+                zeros = np.zeros(sim.B)
+                rows += [(t, k, zeros, zeros, weight * w) for t, k, w in term.linear_entries(sim)]
             else:
                 raise TypeError(f"loss term {term!r} is not a tisim loss")
         real = runtime.real()
@@ -226,22 +259,26 @@ class _Bound:
         self.offset = ti.ndarray(ti.i32, (count,))
         self.w = ti.ndarray(real, (sim.B, count))
         self.target = ti.ndarray(real, (sim.B, count))
+        self.linear = ti.ndarray(real, (count,))
         if rows:
             dtype = runtime.numpy_real()
             self.time.from_numpy(np.array([r[0] for r in rows], dtype=np.int32))
             self.offset.from_numpy(np.array([r[1] for r in rows], dtype=np.int32))
             self.w.from_numpy(np.stack([r[2] for r in rows], axis=1).astype(dtype))
             self.target.from_numpy(np.stack([r[3] for r in rows], axis=1).astype(dtype))
+            self.linear.from_numpy(np.array([r[4] for r in rows], dtype=dtype))
         else:
-            self.time.fill(0), self.offset.fill(0), self.w.fill(0), self.target.fill(0)
+            for array in (self.time, self.offset, self.w, self.target, self.linear):
+                array.fill(0)
 
     def forward(self, sim):
-        _quadratic(sim.x, sim.u, sim.loss, self.time, self.offset, self.w, self.target, self.w_effort, sim._serial)
+        _quadratic(sim.x, sim.u, sim.loss, self.time, self.offset, self.w, self.target, self.linear, self.w_effort,
+                   sim._serial)
         for weight, kernels, steps in self.customs:
             kernels.accumulate(sim.x, sim.theta, sim.u, sim.loss, steps, weight, sim._serial)
 
     def backward(self, sim):
         for weight, kernels, steps in reversed(self.customs):
             kernels.accumulate.grad(sim.x, sim.theta, sim.u, sim.loss, steps, weight, sim._serial)
-        _quadratic.grad(sim.x, sim.u, sim.loss, self.time, self.offset, self.w, self.target, self.w_effort,
-                        sim._serial)
+        _quadratic.grad(sim.x, sim.u, sim.loss, self.time, self.offset, self.w, self.target, self.linear,
+                        self.w_effort, sim._serial)

@@ -104,15 +104,18 @@ class Layout:
                              + near_miss(name, self.names))
 
     def validated(self, name, value, batch, argument):
-        """``value`` broadcast to (batch, *shape) as float64, after checking shape, finiteness and bounds."""
+        """``value`` broadcast to (batch, *shape) as float64, after checking shape, finiteness and bounds.
+
+        Accepted: a scalar (every entry, every batch element), the declared shape (every batch element), or
+        (batch, *shape)."""
         self.check_name(name, argument)
         shape = self.shapes[name]
         try:
             array = np.asarray(value, dtype=np.float64)
         except (TypeError, ValueError):
             raise TypeError(f"{argument}: {name} must be numeric, got {type(value).__name__}") from None
-        if array.shape not in (shape, (batch,) + shape) and not (shape == () and array.shape == (1,)):
-            allowed = f"{shape} or {(batch,) + shape}" if shape else f"a scalar or shape ({batch},)"
+        if array.shape not in ((), shape, (batch,) + shape) and not (shape == () and array.shape == (1,)):
+            allowed = f"a scalar, {shape} or {(batch,) + shape}" if shape else f"a scalar or shape ({batch},)"
             raise ValueError(f"{argument}: {name} must have shape {allowed}, got {array.shape}")
         if not np.all(np.isfinite(array)):
             raise ValueError(f"{argument}: {name} contains NaN or infinite values")
@@ -121,7 +124,9 @@ class Layout:
         if not np.all(inside):
             bad = array[~inside].flat[0]
             raise ValueError(f"{argument}: {name} must be in {interval}, got {bad:g}")
-        return np.broadcast_to(array.reshape(array.shape if array.ndim > len(shape) else shape), (batch,) + shape)
+        if array.ndim and array.ndim <= len(shape):
+            array = array.reshape(shape)
+        return np.broadcast_to(array, (batch,) + shape)
 
     def write(self, packed, name, value):
         """Write (B, *shape) ``value`` into the packed (B, size) array."""

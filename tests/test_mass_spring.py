@@ -1,0 +1,120 @@
+"""The mass-spring body: robot files, the reference workload, physics and gradients."""
+import json
+
+import numpy as np
+import pytest
+
+import tisim
+from tisim.robots import Robot, grid
+from tisim.systems.mass_spring import MassSpring, mean_x_weights, reference_actions
+
+
+def test_reference_grid_sizes():
+    """The reference grids have the particle and spring counts of design.md's workload (256 / 906, 2048 / 7906)."""
+    for (nx, ny), (n, s) in {(32, 8): (256, 906), (32, 64): (2048, 7906)}.items():
+        robot = grid(nx, ny)
+        assert (len(robot.particles), len(robot.springs)) == (n, s)
+        np.testing.assert_allclose(robot.particles[0], [0.0, 0.002])
+        assert len(robot.actuators) == s
+
+
+@pytest.mark.parametrize("name", ["biped", "quadruped", "worm"])
+def test_robot_files_load(name):
+    """Each robot in assets/robots loads, has actuators, and every particle has a spring."""
+    robot = Robot.load(name)
+    assert robot.name == name and robot.actuators and robot.incidence()[0].shape[0] == len(robot.particles)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d.pop("springs"), "missing field 'springs'"),
+    (lambda d: d.update(springs=[[0, 99]]), r"springs\[0\] = \[0, 99\] must join two different particles"),
+    (lambda d: d.update(particles=[[0, 0], [0, "a"]]), "robot file"),
+    (lambda d: d.update(actuators=[[0], [0]]), r"spring 0 is in actuators\[0\] and actuators\[1\]"),
+    (lambda d: d.update(actuators=[[500]]), r"actuators\[0\] names spring 500"),
+    (lambda d: d.update(legs=[]), r"unknown fields \['legs'\]"),
+])
+def test_malformed_robot_file_names_the_field(tmp_path, edit, message):
+    """A malformed robot file fails with an error naming the field at fault."""
+    data = json.loads(Robot.load("worm").to_json())
+    edit(data)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=message):
+        Robot.load(path)
+    with pytest.raises(FileNotFoundError, match="robots in assets/robots"):
+        Robot.load("no_such_robot")
+
+
+def numpy_reference(robot, T, dt, actions, k=1000.0, c=2.0, kc=5000.0, kd=20.0, mu=0.6, eps=0.05, m=0.01, g=9.8):
+    """design.md's reference workload, written independently with numpy loops over springs."""
+    x, v = robot.particles.copy(), np.zeros_like(robot.particles)
+    rest, owner = robot.rest_lengths(), robot.actuator_of_spring()
+    for t in range(T):
+        f = np.zeros_like(x)
+        f[:, 1] -= m * g
+        for s, (i, j) in enumerate(robot.springs):
+            d = x[j] - x[i]
+            r = np.linalg.norm(d)
+            n = d / r
+            L = rest[s] * (1 + (actions[t, owner[s]] if owner[s] >= 0 else 0.0))
+            fs = (k * (r - L) + c * (v[j] - v[i]) @ n) * n
+            f[i] += fs
+            f[j] -= fs
+        p = np.maximum(0.0, -x[:, 1])
+        fn = np.where(p > 0, kc * p - kd * np.minimum(v[:, 1], 0.0), 0.0)
+        f[:, 0] += -mu * fn * np.tanh(v[:, 0] / eps)
+        f[:, 1] += fn
+        v = v + dt * f / m
+        x = x + dt * v
+    return x
+
+
+def test_matches_an_independent_reference():
+    """A small robot walks the same path as a numpy loop over springs of the reference equations (1e-10)."""
+    robot = Robot.load("worm")
+    sim = MassSpring(horizon=300, robot=robot)
+    actions = reference_actions(sim)
+    sim.set_actions(actions)
+    final = sim.rollout()["pos"][0, -1]
+    np.testing.assert_allclose(final, numpy_reference(robot, 300, sim.dt, actions), rtol=0, atol=1e-10)
+
+
+def test_free_body_conserves_momentum_and_rests_on_the_ground():
+    """Without gravity and ground the springs conserve linear momentum; with them a body comes to rest on the floor."""
+    free = MassSpring(horizon=400, robot=grid(4, 3), g=0.0, kc=0.0, kd=0.0, mu=0.0)
+    free.set_initial_state(vel=np.random.default_rng(0).normal(scale=0.1, size=(12, 2)))
+    free.set_actions(reference_actions(free))
+    vel = free.rollout()["vel"][0]
+    momentum = vel.sum(axis=1)
+    np.testing.assert_allclose(momentum, np.broadcast_to(momentum[0], momentum.shape), atol=1e-12)
+    resting = MassSpring(horizon=4000, robot=grid(4, 3))
+    traj = resting.rollout()
+    assert np.abs(traj["vel"][0, -1]).max() < 1e-3
+    depth = -traj["pos"][0, -1000:, :, 1].min()
+    weight_per_contact = 12 * 0.01 * 9.8 / 4  # four bottom particles carry the body
+    assert 0 < depth < 3 * weight_per_contact / 5000  # penetration of the order of the static spring deflection
+
+
+@pytest.mark.parametrize("group", ["params", "initial_state", "actions"])
+def test_gradients_without_contact(group):
+    """Off the ground (no contact switch), every gradient group matches float64 central differences to 1e-5.
+
+    Measured worst: 1e-9 (initial state), 4e-6 (k, whose entries are 1e-7 of the loss), 3e-6 (an action entry of
+    1e-6); Richardson-extrapolated differences at two steps agree with the backward pass to 1e-9 on the large
+    entries, so the rest is the differences' own noise on small entries."""
+    sim = MassSpring(horizon=40, robot=grid(3, 2))
+    sim.set_initial_state(pos=grid(3, 2).particles * 1.05 + [0.0, 0.5])  # half a metre up: no contact in 20 ms
+    sim.set_actions(reference_actions(sim))
+    loss = tisim.losses.TerminalSum(mean_x_weights(sim)) + tisim.losses.TerminalTarget({"pos": grid(3, 2).particles})
+    # stiff springs: Richardson-extrapolated differences (one plain h is either truncation- or round-off-limited)
+    report = tisim.gradcheck(sim, loss, groups=(group,), step=1e-4, max_entries=12, extrapolate=True)
+    assert report.worst <= 1e-5, str(report)
+
+
+def test_gradients_through_ground_contact():
+    """Through ground contact the backward pass matches central differences to a documented 1e-3 (piecewise law:
+    a difference whose stencil straddles a contact switch measures a mixture of two pieces)."""
+    sim = MassSpring(horizon=60, robot=Robot.load("worm"))
+    sim.set_actions(reference_actions(sim))
+    report = tisim.gradcheck(sim, tisim.losses.TerminalSum(mean_x_weights(sim)), step=1e-6, max_entries=8)
+    assert report.worst <= 1e-3, str(report)

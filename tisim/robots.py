@@ -1,0 +1,178 @@
+"""Mass-spring robot descriptions: particles, springs and actuator groups, as data.
+
+A robot file (JSON, see assets/robots/) holds
+    "name":        a short name
+    "particles":   [[x, y], ...]            initial positions [m]
+    "springs":     [[i, j], ...]            particle index pairs; rest length = initial distance
+    "actuators":   [[s, s, ...], ...]       spring indices driven together by one action; other springs are passive
+and an optional "description". ``Robot.load`` checks every field and names the one that is wrong.
+"""
+import hashlib
+import json
+import pathlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+ASSETS = pathlib.Path(__file__).resolve().parent.parent / "assets" / "robots"
+
+
+@dataclass
+class Robot:
+    name: str
+    particles: np.ndarray  # (N, 2) [m]
+    springs: np.ndarray  # (S, 2) int
+    actuators: list = field(default_factory=list)  # [[spring index, ...], ...]
+    description: str = ""
+
+    def __post_init__(self):
+        self.particles = np.asarray(self.particles, dtype=np.float64)
+        self.springs = np.asarray(self.springs, dtype=np.int64).reshape(-1, 2)
+        self.actuators = [list(map(int, group)) for group in self.actuators]
+        self.check(f"robot {self.name!r}")
+
+    def check(self, where):
+        n = len(self.particles)
+        if self.particles.ndim != 2 or self.particles.shape[1] != 2 or n < 2:
+            raise ValueError(f"{where}: particles must be a list of at least two [x, y] pairs")
+        if not np.all(np.isfinite(self.particles)):
+            raise ValueError(f"{where}: particles must be finite numbers")
+        if len(self.springs) == 0:
+            raise ValueError(f"{where}: springs must list at least one [i, j] pair")
+        for s, (i, j) in enumerate(self.springs):
+            if not (0 <= i < n and 0 <= j < n) or i == j:
+                raise ValueError(f"{where}: springs[{s}] = [{i}, {j}] must join two different particles in "
+                                 f"0..{n - 1}")
+        if np.any(self.rest_lengths() <= 0):
+            s = int(np.argmin(self.rest_lengths()))
+            raise ValueError(f"{where}: springs[{s}] joins two particles at the same place (rest length 0)")
+        seen = {}
+        for a, group in enumerate(self.actuators):
+            if not group:
+                raise ValueError(f"{where}: actuators[{a}] is empty")
+            for s in group:
+                if not 0 <= s < len(self.springs):
+                    raise ValueError(f"{where}: actuators[{a}] names spring {s}; springs are 0..{len(self.springs) - 1}")
+                if s in seen:
+                    raise ValueError(f"{where}: spring {s} is in actuators[{seen[s]}] and actuators[{a}]")
+                seen[s] = a
+
+    def rest_lengths(self):
+        return np.linalg.norm(self.particles[self.springs[:, 1]] - self.particles[self.springs[:, 0]], axis=1)
+
+    def actuator_of_spring(self):
+        """(S,) actuator index of each spring, -1 for passive springs."""
+        owner = np.full(len(self.springs), -1, dtype=np.int32)
+        for a, group in enumerate(self.actuators):
+            owner[group] = a
+        return owner
+
+    def incidence(self):
+        """Per particle, the springs that touch it and the particle at their other end, padded to the largest degree
+        D: (spring_of (N, D), other_of (N, D), present (N, D) 1.0 or 0.0). A padding entry repeats the particle's
+        first spring with present = 0, so kernels can read it safely and weigh it out without a branch."""
+        touching = [[] for _ in self.particles]
+        for s, (i, j) in enumerate(self.springs):
+            touching[i].append((s, j))
+            touching[j].append((s, i))
+        if any(not t for t in touching):
+            lonely = next(i for i, t in enumerate(touching) if not t)
+            raise ValueError(f"robot {self.name!r}: particle {lonely} has no spring")
+        degree = max(len(t) for t in touching)
+        shape = (len(self.particles), degree)
+        spring_of, other_of = np.zeros(shape, np.int32), np.zeros(shape, np.int32)
+        present = np.zeros(shape, np.float64)
+        for i, pairs in enumerate(touching):
+            for q in range(degree):
+                spring_of[i, q], other_of[i, q] = pairs[q] if q < len(pairs) else pairs[0]
+                present[i, q] = q < len(pairs)
+        return spring_of, other_of, present
+
+    def key(self):
+        """A hash of the connectivity (what the kernels are compiled for)."""
+        digest = hashlib.sha1(self.springs.astype(np.int64).tobytes())
+        digest.update(self.actuator_of_spring().tobytes())
+        digest.update(str(len(self.particles)).encode())
+        return digest.hexdigest()
+
+    def to_json(self):
+        return json.dumps({"name": self.name, "description": self.description,
+                           "particles": np.round(self.particles, 6).tolist(), "springs": self.springs.tolist(),
+                           "actuators": self.actuators}, indent=1)
+
+    @classmethod
+    def load(cls, path):
+        """A robot from a JSON file, or by name from assets/robots/ ("quadruped" -> assets/robots/quadruped.json)."""
+        path = pathlib.Path(path)
+        if not path.suffix and not path.exists():
+            path = ASSETS / f"{path}.json"
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            known = sorted(p.stem for p in ASSETS.glob("*.json"))
+            raise FileNotFoundError(f"robot file {str(path)!r} not found; robots in assets/robots: {known}") from None
+        except json.JSONDecodeError as error:
+            raise ValueError(f"robot file {str(path)!r} is not valid JSON: {error}") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"robot file {str(path)!r}: expected an object with particles, springs, actuators")
+        for key in ("particles", "springs"):
+            if key not in data:
+                raise ValueError(f"robot file {str(path)!r}: missing field {key!r}")
+        unknown = set(data) - {"name", "description", "particles", "springs", "actuators"}
+        if unknown:
+            raise ValueError(f"robot file {str(path)!r}: unknown fields {sorted(unknown)}")
+        try:
+            return cls(name=str(data.get("name", path.stem)), particles=data["particles"], springs=data["springs"],
+                       actuators=data.get("actuators", []), description=str(data.get("description", "")))
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"robot file {str(path)!r}: {error}".replace(f"robot {data.get('name', path.stem)!r}: ",
+                                                                        "")) from None
+
+
+def grid(nx, ny, spacing=0.05, bottom=0.002, name=None, actuate_every_spring=True):
+    """An nx-by-ny grid of particles with springs to the right, up and along both diagonals (the reference workload
+    of design.md); by default every spring is its own actuator."""
+    if nx < 2 or ny < 1 or (nx - 1) * ny + nx * (ny - 1) == 0:
+        raise ValueError(f"grid: need nx >= 2 and ny >= 1, got {nx} x {ny}")
+    index = np.arange(nx * ny).reshape(ny, nx)
+    particles = [(spacing * i, bottom + spacing * j) for j in range(ny) for i in range(nx)]
+    springs = []
+    for j in range(ny):
+        for i in range(nx):
+            if i + 1 < nx:
+                springs.append((index[j, i], index[j, i + 1]))
+            if j + 1 < ny:
+                springs.append((index[j, i], index[j + 1, i]))
+            if i + 1 < nx and j + 1 < ny:
+                springs.append((index[j, i], index[j + 1, i + 1]))
+                springs.append((index[j, i + 1], index[j + 1, i]))
+    actuators = [[s] for s in range(len(springs))] if actuate_every_spring else []
+    return Robot(name or f"grid_{nx}x{ny}", particles, springs, actuators, "springs right, up and diagonal")
+
+
+def from_cells(cells, groups, spacing=0.05, bottom=0.002, name="robot", description=""):
+    """A robot made of square cells (col, row), each with its four edges and both diagonals, shared edges merged.
+
+    groups: {actuator name: [cell, ...]}: the springs of those cells that no earlier group claimed become one actuator.
+    """
+    corners, springs, spring_cell = {}, {}, {}
+
+    def corner(c, r):
+        return corners.setdefault((c, r), len(corners))
+
+    for cell in cells:
+        c, r = cell
+        a, b, d, e = corner(c, r), corner(c + 1, r), corner(c, r + 1), corner(c + 1, r + 1)
+        for i, j in ((a, b), (d, e), (a, d), (b, e), (a, e), (b, d)):
+            key = (min(i, j), max(i, j))
+            if key not in springs:
+                springs[key] = len(springs)
+                spring_cell[key] = cell
+    particles = [(spacing * c, bottom + spacing * r) for (c, r), _ in sorted(corners.items(), key=lambda kv: kv[1])]
+    claimed, actuators = set(), []
+    for cells_of_group in groups.values():
+        group = [s for key, s in springs.items() if spring_cell[key] in set(map(tuple, cells_of_group))
+                 and s not in claimed]
+        claimed.update(group)
+        actuators.append(sorted(group))
+    return Robot(name, particles, list(springs), actuators, description)
