@@ -21,7 +21,7 @@ import taichi as ti
 from tisim import runtime
 from tisim.quantities import Layout, near_miss
 
-METHODS = ("unrolled",)  # checkpointed, forward and adjoint are planned (see README)
+METHODS = ("unrolled", "checkpointed")  # forward mode and the continuous adjoint are planned (see README)
 GROUPS = ("params", "initial_state", "actions")
 STALE_ALL = ("theta", "x0", "u")
 SERIAL_WORK = 20_000  # element-steps below which a kernel's batch loop is serialized
@@ -138,10 +138,12 @@ class Gradient:
 
     def __init__(self, sim, value, per_batch):
         self.value, self.per_batch = value, per_batch
-        self._sim, self._groups = sim, {}
+        self._sim, self._groups, self._missing = sim, {}, ""
 
     def _group(self, name):
         if name not in self._groups:
+            if self._sim is None:
+                raise ValueError(f"Gradient.{name}: {self._missing or 'not available'}")
             self._groups[name] = self._sim._fetch_gradient(name)
         return self._groups[name]
 
@@ -266,12 +268,13 @@ class System:
     def _allocate(self):
         real = runtime.real()
         B, T = self.B, self.T
-        self.x = ti.ndarray(real, (B, T + 1, self.state_layout.size), needs_grad=True)
+        self.x = None  # (B, T+1, S), allocated by the first pass that keeps every step (see _ensure_trajectory)
         self.theta = ti.ndarray(real, (B, max(self.param_layout.size, 1)), needs_grad=True)
         self.u = ti.ndarray(real, (B, T, self.action_layout.size), needs_grad=True)
         self.x0 = ti.ndarray(real, (B, self.state_layout.size))
         self.loss = ti.ndarray(real, (B,), needs_grad=True)
         self._status = ti.ndarray(real, (B, 2))
+        self._segments = {}  # segment length -> checkpointing buffers
         self._serial = is_small(B * (T + 1) * max(self.state_layout.size, 1))
 
     @ti.kernel
@@ -360,17 +363,27 @@ class System:
             _copy(np.ascontiguousarray(host, dtype=real), getattr(self, name))
         self._stale = set()
 
-    def _forward(self, loss=None):
-        """Rollout (and loss, if given); returns the per-element losses (B,), zeros without a loss."""
+    def _begin_pass(self):
+        """Before a pass overwrites the arrays: check the runtime, settle the last Gradient, upload the inputs."""
         self._check_alive()
         pending = self._last_gradient()
         if pending is not None:
             pending._snapshot()
         self._upload()
+
+    def _ensure_trajectory(self):
+        # Lazy, so that a simulator differentiated only with method="checkpointed" never holds O(T) states.
+        if self.x is None:
+            self.x = ti.ndarray(runtime.real(), (self.B, self.T + 1, self.state_layout.size), needs_grad=True)
+
+    def _forward(self, loss=None):
+        """Rollout (and loss, if given); returns the per-element losses (B,), zeros without a loss."""
+        self._ensure_trajectory()
+        self._begin_pass()
         _begin(self.x, self.x0, self.loss, self.x.grad, self.theta.grad, self.u.grad, self.loss.grad, self._serial)
         self._host._rollout(self.x, self.theta, self.u, self.dt, 0, self.T, self._serial)
         if loss is not None:
-            loss.forward(self)
+            loss.forward(self.x, self.theta, self.u, self.loss, self._serial)
         _finish(self.x, self.loss, self._status, self._serial)
         status = _download(self._status)
         first = status[:, 1]
@@ -407,19 +420,28 @@ class System:
     def _backward_rollout(self):
         self._host._rollout.grad(self.x, self.theta, self.u, self.dt, 0, self.T, self._serial)
 
-    def gradient(self, loss, *, method="unrolled"):
+    def gradient(self, loss, *, method="unrolled", segments=None):
         """One forward and one backward pass: the loss and its gradient in every group (see ``Gradient``).
 
-        method: "unrolled" stores every step (memory O(B T S)) and differentiates the whole rollout in reverse.
+        method: "unrolled" (default) keeps every step, memory O(B T S), and differentiates the whole rollout in one
+            reverse pass; the adjoint of every step is available.
+            "checkpointed" keeps only the states at `segments` segment starts (default about sqrt(T)) and recomputes
+            each segment in the backward sweep: memory O(B (segments + T/segments) S) for one more forward
+            rollout; same gradients, no per-step adjoint (tisim/checkpointing.py).
         """
         if method not in METHODS:
             raise ValueError(f"gradient: method must be one of {list(METHODS)}, got {method!r}."
                              + near_miss(str(method), METHODS))
+        if method == "checkpointed":
+            from tisim.checkpointing import checkpointed_gradient  # a mechanism built on the engine, imported late
+            return checkpointed_gradient(self, loss, segments)
+        if segments is not None:
+            raise ValueError("gradient: segments applies to method='checkpointed' only")
         bound = self._bind(loss)
         per_batch = self._forward(bound)
         if not np.all(np.isfinite(per_batch)):
             raise NonFiniteError(f"{type(self).__name__}: the loss is non-finite: {per_batch}")
-        bound.backward(self)
+        bound.backward(self.x, self.theta, self.u, self.loss, self._serial)
         self._backward_rollout()
         gradient = Gradient(self, float(per_batch.sum()), per_batch)
         self._last_gradient = weakref.ref(gradient)

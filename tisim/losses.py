@@ -51,7 +51,7 @@ class Loss:
     __rmul__ = __mul__
 
     def bind(self, sim):
-        return _Bound(sim, self.terms())
+        return _Bound.of(sim, self.terms())
 
 
 class Sum(Loss):
@@ -194,13 +194,11 @@ class Custom(Loss):
                                        or not np.issubdtype(self.steps.dtype, np.integer)):
             raise ValueError(f"Custom: steps must be a non-empty 1-D sequence of step indices, got {steps!r}")
 
-    def step_array(self, sim):
+    def step_indices(self, sim):
         steps = np.array([sim.T]) if self.steps is None else self.steps
         if steps.min() < 0 or steps.max() > sim.T:
             raise ValueError(f"Custom: steps must lie in [0, {sim.T}], got {steps.min()}..{steps.max()}")
-        array = ti.ndarray(ti.i32, (len(steps),))
-        array.from_numpy(steps.astype(np.int32))
-        return array
+        return steps
 
     def __repr__(self):
         return "Custom()"
@@ -237,31 +235,23 @@ def _quadratic(x: ti.types.ndarray(ndim=3), u: ti.types.ndarray(ndim=3), L: ti.t
 
 
 class _Bound:
-    """A loss bound to one simulator: quadratic entries merged into arrays, custom terms kept apart."""
+    """A loss bound to one simulator: every built-in term as entries (time, state offset, weight (B,), target (B,),
+    linear weight) in one set of arrays, custom terms with their step arrays, the effort weight.
 
-    def __init__(self, sim, terms):
-        rows, self.customs, self.w_effort = [], [], 0.0
-        for weight, term in terms:
-            if isinstance(term, Effort):
-                self.w_effort += weight
-            elif isinstance(term, Custom):
-                self.customs.append((weight, term.kernels, term.step_array(sim)))
-            elif isinstance(term, (TerminalTarget, Tracking)):
-                rows += [(t, k, weight * w, goal, 0.0) for t, k, w, goal in term.entries(sim)]
-            elif isinstance(term, TerminalSum):
-                zeros = np.zeros(sim.B)
-                rows += [(t, k, zeros, zeros, weight * w) for t, k, w in term.linear_entries(sim)]
-            else:
-                raise TypeError(f"loss term {term!r} is not a tisim loss")
-        real = runtime.real()
+    ``window(t0, n, last)`` gives the same loss restricted to steps [t0, t0 + n) (to t0 + n inclusive when last),
+    with times shifted to start at 0: what a checkpointed backward pass evaluates on one segment."""
+
+    def __init__(self, batch, rows, customs, w_effort):
+        self.batch, self.rows, self.w_effort = batch, rows, w_effort
+        self.windows = {}  # segment length -> [this loss on each segment], for the checkpointed backward pass
+        self.custom_steps = customs  # [(weight, kernels, steps as numpy)]
+        self.customs = [(w, kernels, _int_array(steps)) for w, kernels, steps in customs if len(steps)]
+        real, dtype = runtime.real(), runtime.numpy_real()
         count = max(len(rows), 1)  # a zero-length ndarray is not allowed; a zero-weight entry stands in
-        self.time = ti.ndarray(ti.i32, (count,))
-        self.offset = ti.ndarray(ti.i32, (count,))
-        self.w = ti.ndarray(real, (sim.B, count))
-        self.target = ti.ndarray(real, (sim.B, count))
+        self.time, self.offset = ti.ndarray(ti.i32, (count,)), ti.ndarray(ti.i32, (count,))
+        self.w, self.target = ti.ndarray(real, (batch, count)), ti.ndarray(real, (batch, count))
         self.linear = ti.ndarray(real, (count,))
         if rows:
-            dtype = runtime.numpy_real()
             self.time.from_numpy(np.array([r[0] for r in rows], dtype=np.int32))
             self.offset.from_numpy(np.array([r[1] for r in rows], dtype=np.int32))
             self.w.from_numpy(np.stack([r[2] for r in rows], axis=1).astype(dtype))
@@ -271,14 +261,44 @@ class _Bound:
             for array in (self.time, self.offset, self.w, self.target, self.linear):
                 array.fill(0)
 
-    def forward(self, sim):
-        _quadratic(sim.x, sim.u, sim.loss, self.time, self.offset, self.w, self.target, self.linear, self.w_effort,
-                   sim._serial)
-        for weight, kernels, steps in self.customs:
-            kernels.accumulate(sim.x, sim.theta, sim.u, sim.loss, steps, weight, sim._serial)
+    @classmethod
+    def of(cls, sim, terms):
+        rows, customs, w_effort = [], [], 0.0
+        for weight, term in terms:
+            if isinstance(term, Effort):
+                w_effort += weight
+            elif isinstance(term, Custom):
+                customs.append((weight, term.kernels, term.step_indices(sim)))
+            elif isinstance(term, (TerminalTarget, Tracking)):
+                rows += [(t, k, weight * w, goal, 0.0) for t, k, w, goal in term.entries(sim)]
+            elif isinstance(term, TerminalSum):
+                zeros = np.zeros(sim.B)
+                rows += [(t, k, zeros, zeros, weight * w) for t, k, w in term.linear_entries(sim)]
+            else:
+                raise TypeError(f"loss term {term!r} is not a tisim loss")
+        return cls(sim.B, rows, customs, w_effort)
 
-    def backward(self, sim):
+    def window(self, t0, n, last):
+        def inside(t):
+            return t0 <= t < t0 + n or (last and t == t0 + n)
+
+        rows = [(row[0] - t0,) + row[1:] for row in self.rows if inside(row[0])]
+        customs = [(w, kernels, np.array([t - t0 for t in steps if inside(t)], dtype=np.int64))
+                   for w, kernels, steps in self.custom_steps]
+        return _Bound(self.batch, rows, customs, self.w_effort)
+
+    def forward(self, x, theta, u, L, serial):
+        _quadratic(x, u, L, self.time, self.offset, self.w, self.target, self.linear, self.w_effort, serial)
+        for weight, kernels, steps in self.customs:
+            kernels.accumulate(x, theta, u, L, steps, weight, serial)
+
+    def backward(self, x, theta, u, L, serial):
         for weight, kernels, steps in reversed(self.customs):
-            kernels.accumulate.grad(sim.x, sim.theta, sim.u, sim.loss, steps, weight, sim._serial)
-        _quadratic.grad(sim.x, sim.u, sim.loss, self.time, self.offset, self.w, self.target, self.linear,
-                        self.w_effort, sim._serial)
+            kernels.accumulate.grad(x, theta, u, L, steps, weight, serial)
+        _quadratic.grad(x, u, L, self.time, self.offset, self.w, self.target, self.linear, self.w_effort, serial)
+
+
+def _int_array(values):
+    array = ti.ndarray(ti.i32, (len(values),))
+    array.from_numpy(np.asarray(values, dtype=np.int32))
+    return array

@@ -52,7 +52,8 @@ class Robot:
                 raise ValueError(f"{where}: actuators[{a}] is empty")
             for s in group:
                 if not 0 <= s < len(self.springs):
-                    raise ValueError(f"{where}: actuators[{a}] names spring {s}; springs are 0..{len(self.springs) - 1}")
+                    raise ValueError(f"{where}: actuators[{a}] names spring {s}; springs are "
+                                     f"0..{len(self.springs) - 1}")
                 if s in seen:
                     raise ValueError(f"{where}: spring {s} is in actuators[{seen[s]}] and actuators[{a}]")
                 seen[s] = a
