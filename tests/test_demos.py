@@ -85,3 +85,10 @@ def test_cartpole_receding_horizon_on_a_wrong_model(cartpole_opt, tmp_path):
     """MPC swings up and balances a plant whose pole is 20% heavier than the model's."""
     r = cartpole_opt.main(["--mpc", "--out", str(tmp_path)])
     assert r["success"], r
+
+
+def test_soft_walker_learns_to_walk_right(tmp_path):
+    """A few gait iterations take the quadruped from walking backwards to walking forwards, and write the GIF."""
+    r = load("soft_walker").main(["--iterations", "15", "--out", str(tmp_path)])
+    assert r["distances"]["first"] < 0 < 0.1 < r["distances"]["best"]
+    assert 10_000 < r["gif"].stat().st_size < 500_000

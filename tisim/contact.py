@@ -114,14 +114,15 @@ def restitution_toi(y, v, a, e, dt):
 # Each pair function returns (d, n, c): the overlap d [m] (> 0 in contact), the unit normal n along which the contact
 # pushes the FIRST shape (the second is pushed along -n), and the contact point c [m], the middle of the overlap along
 # n. A law applies its force to both bodies at the same point c, so each pair's forces conserve angular momentum.
+#     rotate(angle, q) = R(angle) q, anticlockwise;   cross2(r, f) = r_x f_y - r_y f_x, the torque of f at arm r
 #     disk_ground(p, r)               disc (centre p, radius r) over the floor y = 0:  d = r - p_y,  n = (0, 1)
 #     corner_ground(q)                a box corner q over the floor:  d = -q_y,  n = (0, 1)
 #     disk_disk(p1, r1, p2, r2)       d = r1 + r2 - |p1 - p2|,  n = (p1 - p2) / |p1 - p2|
 #     corner_box(q, p, angle, h)      a corner q against a box (centre p, angle, half extents h), in the box frame
 #                                     q' = R(-angle)(q - p):  d = min(hx - |q'x|, hy - |q'y|),  n = outward normal of
 #                                     the nearest face (the vertex-face test; d > 0 only inside the box)
-#     disk_box(p, r, pb, angle, h)    s = the box point closest to the disc centre:  d = r - |p - s|,  n = (p - s) / |.|;
-#                                     a centre inside the box is pushed out through the nearest face (d = r + depth)
+#     disk_box(p, r, pb, angle, h)    s = the box point closest to the disc centre:  d = r - |p - s|,  n = (p - s) / |.|
+#                                     (a centre inside the box is pushed out through the nearest face: d = r + depth)
 # Non-smooth: the contact switch d = 0, the nearest-face switch (|q'x| and |q'y|), the clamp to the box outline.
 DISTANCE_FLOOR = 1e-30  # [m^2] added under square roots: coincident centres give n = 0, not a NaN gradient
 

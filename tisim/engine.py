@@ -187,9 +187,10 @@ class System:
          for example ``theta[b, self.P.m_cart]``. The step must read nothing from ``self`` but structure: its
          kernels are compiled once per class and structure and run on a shared, data-oriented instance (the
          "host"); the class itself needs no @ti.data_oriented.
-         A dynamic loop inside the step (over particles, say) must read everything it uses inside its own body and
-         hold no branches: Taichi 1.7's reverse mode silently mis-differentiates a local set before such a loop and
-         read in it, and crashes on branches in it (tests/test_mass_spring.py covers the pattern that works).
+         A dynamic loop inside the step (over particles or contacts) must read everything it uses inside its own
+         body: Taichi 1.7's reverse mode silently mis-differentiates a local set before such a loop and read in it.
+         Branches in such a loop crashed reverse mode in MassSpring (written branch-free) yet check out in Rigid2D's
+         contact loop: verify every such loop with gradcheck.
 
     Users call set_params / params, set_initial_state / initial_state, set_actions / actions, rollout, gradient and
     jacobian. Subclasses override nothing else.

@@ -197,12 +197,73 @@ def draw_sliding_block(canvas, state, params):
     canvas.rectangle((state["x"], 0.5 * BLOCK_SIDE), (BLOCK_SIDE, BLOCK_SIDE), 0.0, BLOCK)
 
 
+RIGID_COLORS = (BALL, BLOCK, POLE, HINGE, BOB, BOB_LOWER)  # Rigid2D bodies, in turn
+
+
+def _rigid2d_bodies(state, params):
+    """[(kind, centre, angle, size)] per body: ("disc", (px, py), angle, r) or ("box", ..., (width, height)).
+
+    Which bodies are discs comes from the per-body sizes: r of shape (n_discs,), or hx and hy of shape (n_boxes,);
+    with scalar sizes only (the declared defaults), every body is a disc."""
+    n_bodies = len(np.atleast_1d(state["px"]))
+    r, hx, hy = (np.asarray(params[k], np.float64) for k in ("r", "hx", "hy"))
+    n_discs = r.size if r.ndim else n_bodies - hx.size if hx.ndim else n_bodies
+    bodies = []
+    for i, (px, py, angle) in enumerate(zip(*(np.atleast_1d(state[k]) for k in ("px", "py", "angle")))):
+        if i < n_discs:
+            bodies.append(("disc", (px, py), angle, float(r[i] if r.ndim else r)))
+        else:
+            j = i - n_discs
+            bodies.append(("box", (px, py), angle, (2.0 * float(hx[j] if hx.ndim else hx),
+                                                    2.0 * float(hy[j] if hy.ndim else hy))))
+    return bodies
+
+
+def _floor_drawn(params):
+    ground = params.get("ground")
+    if ground is None:
+        return params.get("g", 9.8) > 0
+    return ground == "on" if isinstance(ground, str) else bool(ground)
+
+
+def draw_rigid2d(canvas, state, params):
+    """Rigid2D: discs with a radius marking their angle and boxes turned by theirs, over the floor y = 0.
+
+    state: {name: array (n_bodies,)}; params: one batch element's parameters with per-body arrays, e.g.
+    {k: v[b] for k, v in sim.params.items()}. The floor is drawn when params["ground"] ("on" / "off", or 1 / 0)
+    says so, by default when g > 0 (with g = 0 a picture is usually a top view, as of a billiard table).
+    """
+    if _floor_drawn(params):
+        canvas.ground(0.0)
+    for i, (kind, centre, angle, size) in enumerate(_rigid2d_bodies(state, params)):
+        color = RIGID_COLORS[i % len(RIGID_COLORS)]
+        if kind == "disc":
+            canvas.circle(centre, size, color)
+            rim = (centre[0] + 0.8 * size * math.cos(angle), centre[1] + 0.8 * size * math.sin(angle))
+            canvas.line(centre, rim, 1.5, INK)
+        else:
+            canvas.rectangle(centre, size, angle, color)
+
+
+def draw_mass_spring(canvas, state, params):
+    """Floor y = 0; springs as lines between the particles (params["springs"], pairs of particle indices, when the
+    picture comes from a simulator) and the particles as dots."""
+    canvas.ground(0.0)
+    pos = np.asarray(state["pos"])
+    for i, j in params.get("springs", ()):
+        canvas.line(pos[i], pos[j], 1.2, ROD)
+    for p in pos:
+        canvas.circle(p, 2.0 / canvas.scale, BOB)
+
+
 DRAW = {
     "Cartpole": draw_cartpole,
     "Pendulum": draw_pendulum,
     "DoublePendulum": draw_double_pendulum,
     "BouncingBall": draw_bouncing_ball,
     "SlidingBlock": draw_sliding_block,
+    "Rigid2D": draw_rigid2d,
+    "MassSpring": draw_mass_spring,
 }
 
 
@@ -241,19 +302,41 @@ def view_sliding_block(traj, params):
     return (low - pad, high + pad, -0.1, BLOCK_SIDE + 0.2)
 
 
+def view_rigid2d(traj, params):
+    """Every body's path (traj: {name: array (T+1, n_bodies)}), widened by the largest body, and the floor when it
+    is drawn (see draw_rigid2d)."""
+    bodies = _rigid2d_bodies({k: v[0] for k, v in traj.items()}, params)
+    reach = max(size if kind == "disc" else 0.5 * math.hypot(*size) for kind, _, _, size in bodies)
+    margin = reach + 0.1 * max(np.ptp(traj["px"]), np.ptp(traj["py"]), 4 * reach)
+    low = traj["py"].min() - margin
+    if _floor_drawn(params):
+        low = min(low, -margin)
+    return (traj["px"].min() - margin, traj["px"].max() + margin, low, traj["py"].max() + margin)
+
+
+def view_mass_spring(traj, params):
+    """Every particle's path, with the floor."""
+    x, y = traj["pos"][..., 0], traj["pos"][..., 1]
+    margin = 0.1 * max(np.ptp(x), np.ptp(y), 0.2)
+    return (x.min() - margin, x.max() + margin, min(y.min(), 0.0) - margin, y.max() + margin)
+
+
 VIEWS = {
     "Cartpole": view_cartpole,
     "Pendulum": view_pendulum,
     "DoublePendulum": view_double_pendulum,
     "BouncingBall": view_bouncing_ball,
     "SlidingBlock": view_sliding_block,
+    "Rigid2D": view_rigid2d,
+    "MassSpring": view_mass_spring,
 }
 
 
 # ---- animations ---------------------------------------------------------------------------------------------------
 def _one_element(traj, params, name, b):
-    """One batch element: ({state: array (T+1, ...)}, {param: float}); params missing from ``params`` take the
-    defaults that system ``name`` declares."""
+    """One batch element: ({state: array (T+1, ...)}, {param: float or per-entity array}); params missing from
+    ``params`` take the defaults that system ``name`` declares. Arrays in ``params`` have the batch axis first, as
+    ``sim.params`` gives them; strings (options) pass as they are."""
     states = {k: np.asarray(v, np.float64) for k, v in traj.items()}
     if not states or any(v.ndim < 2 for v in states.values()):
         raise ValueError("frames: traj must map state names to arrays (B, T+1, ...), as rollout() returns")
@@ -262,8 +345,12 @@ def _one_element(traj, params, name, b):
         raise ValueError(f"frames: batch_index must be an integer in [0, {batch}), got {b!r}")
     chosen = {q.name: float(q.default) for q in getattr(getattr(systems, name, None), "PARAMS", ())}
     for key, value in (params or {}).items():
+        if isinstance(value, str):
+            chosen[key] = value
+            continue
         value = np.asarray(value, np.float64)
-        chosen[key] = float(value if value.ndim == 0 else value[b] if len(value) > 1 else value[0])
+        one = value if value.ndim == 0 else value[b] if len(value) > 1 else value[0]
+        chosen[key] = float(one) if np.ndim(one) == 0 else one
     return {k: v[b] for k, v in states.items()}, chosen
 
 
@@ -281,6 +368,10 @@ def frames(system, traj, params=None, *, batch_index=0, every=1, size=(320, 240)
         raise ValueError(f"frames: every must be an integer >= 1, got {every!r}")
     one, theta = _one_element(traj, system.params if params is None and not isinstance(system, str) else params,
                               name, batch_index)
+    if not isinstance(system, str):  # a simulator also knows its structure: sizes, options, a robot's springs
+        theta.update({**system.sizes, **system.options})
+        if hasattr(system, "robot"):
+            theta["springs"] = system.robot.springs
     if bounds is None:
         bounds = VIEWS[name](one, theta) if name in VIEWS else (-1.0, 1.0, -1.0, 1.0)
     pictures = []

@@ -2,7 +2,9 @@
 from tisim.systems.bouncing_ball import BouncingBall
 from tisim.systems.cartpole import Cartpole
 from tisim.systems.linear import Linear, ScalarLinear
+from tisim.systems.mass_spring import MassSpring
 from tisim.systems.pendulum import DoublePendulum, Pendulum
+from tisim.systems.rigid2d import Rigid2D
 from tisim.systems.sliding_block import SlidingBlock
 
 __all__ = [
@@ -10,7 +12,9 @@ __all__ = [
     "Cartpole",
     "DoublePendulum",
     "Linear",
+    "MassSpring",
     "Pendulum",
+    "Rigid2D",
     "ScalarLinear",
     "SlidingBlock",
 ]

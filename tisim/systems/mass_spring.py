@@ -3,12 +3,13 @@
 For a spring s = (i, j) with rest length rest_s and actuator activation a (0 for passive springs):
     d = x_j - x_i,  r = |d|,  n = d / r,  L = rest_s (1 + a)
     f_s = (k_s (r - L) + c (v_j - v_i) . n) n        added to particle i, subtracted from particle j
+    (c is the parameter "damping": in tisim "c" names rotational damping at a pivot, in N m s)
 Ground y = 0:  depth p = -y;  fn = kc p - kd min(vy, 0) while p > 0 (penalty_normal_compression);
                ft = -mu fn tanh(vx / eps) (friction_coulomb_tanh)
 Each particle: m v' = sum of spring forces + (ft, fn) - m g e_y; semi-implicit Euler.
 This is the reference workload of design.md exactly. Non-smooth: the ground contact switch.
 
-Layout: pos and vel are (n_particles, 2); k and rest are per spring; c, m, kc, kd, mu, eps, g are global. The
+Layout: pos and vel are (n_particles, 2); k and rest are per spring; damping, m, kc, kd, mu, eps, g are global. The
 topology (which particles each spring joins, which actuator drives it) is structure: it lives in Taichi fields on the
 kernel host, one set per distinct robot. The step gathers each particle's springs from a padded incidence table
 (static loop over the largest degree), the schedule taichi-facts.md found correct and fast.
@@ -16,8 +17,8 @@ kernel host, one set per distinct robot. The step gathers each particle's spring
 import numpy as np
 import taichi as ti
 
-from tisim.contact import friction_coulomb_tanh, penalty_normal_compression
 from tisim import runtime
+from tisim.contact import friction_coulomb_tanh, penalty_normal_compression
 from tisim.engine import System
 from tisim.integrators import semi_implicit_euler
 from tisim.quantities import Quantity
@@ -33,7 +34,7 @@ class MassSpring(System):
         Quantity("k", 1000.0, "N/m", "stiffness of each spring", shape=("n_springs",), bounds="[0, inf)"),
         Quantity("rest", 0.05, "m", "rest length of each spring (default: as built)", shape=("n_springs",),
                  bounds="(0, inf)"),
-        Quantity("c", 2.0, "N s/m", "spring damping along the spring", bounds="[0, inf)"),
+        Quantity("damping", 2.0, "N s/m", "viscous damping along each spring (design.md's c)", bounds="[0, inf)"),
         Quantity("kc", 5000.0, "N/m", "ground contact stiffness", bounds="[0, inf)"),
         Quantity("kd", 20.0, "N s/m", "ground contact damping while compressing", bounds="[0, inf)"),
         Quantity("mu", 0.6, "-", "Coulomb coefficient with the ground", bounds="[0, inf)"),
@@ -90,7 +91,7 @@ class MassSpring(System):
         r = d.norm()
         n = d / r
         L = theta[b, P.rest + s] * (1.0 + self.actuated[s] * u[b, t, U.activation + self.actuator_of[s]])
-        return (theta[b, P.k + s] * (r - L) + theta[b, P.c] * dv.dot(n)) * n
+        return (theta[b, P.k + s] * (r - L) + theta[b, P.damping] * dv.dot(n)) * n
 
     @ti.func
     def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):

@@ -1,0 +1,113 @@
+# Billiards: find the cue ball's initial velocity that sends the target ball into a goal circle.
+#
+# A table seen from above: Rigid2D with g = 0 and no floor, three discs (cue ball, target ball, obstacle ball), penalty
+# contacts between the balls with a little friction, and the cloth's rolling resistance as a linear drag, so every ball
+# comes to rest. The loss is the squared distance of the target ball's final position from the goal centre,
+# L = |p_target(T) - goal|^2 [m^2]; its gradient with respect to the cue ball's initial velocity (vx, vy) [m/s] comes
+# from one backward pass through the rollout and both collisions (sim.gradient, group initial_state), and Adam
+# (tisim.optim.minimize) follows it. The initial guess aims straight at the target ball: the gradient only exists
+# through a collision that happens. A cue ball that misses leaves the target ball where it is, and the loss is flat in
+# the cue ball's velocity (a zero gradient, not a wrong one).
+# Prints the miss distance before and after, and writes out/billiards.gif (the optimized shot).
+#
+# Command: python demos/billiards.py [--out out] [--iterations 80] [--short]
+import argparse
+import pathlib
+import time
+
+import numpy as np
+import taichi as ti
+
+import tisim
+from tisim import viz
+from tisim.optim import Adam, minimize
+from tisim.systems import Rigid2D
+
+BALLS = dict(px=[0.0, 0.8, 1.2], py=[0.0, 0.1, -0.25], r=[0.05, 0.05, 0.05], m=[0.17, 0.17, 0.17])  # cue, target, other
+TARGET = 1
+GOAL, GOAL_RADIUS = (1.6, 0.75), 0.06  # [m]
+TABLE = dict(g=0.0, k=2e4, e=0.9, mu=0.05, drag=0.8)  # ball-ball contact; drag [1/s] stands in for the cloth
+HORIZON = 4000  # steps of the default dt = 1 ms: every ball is at rest by then
+AIM = 1.5  # [m/s] initial guess: straight at the target ball
+GOAL_COLOR = (120, 190, 120)
+
+
+def miss_loss(sim):
+    """L = |p_target(T) - goal|^2 [m^2] on the final step."""
+    px, py = sim.index("px") + TARGET, sim.index("py") + TARGET
+
+    @ti.func
+    def miss(x: ti.template(), theta: ti.template(), u: ti.template(), b, t):
+        return (x[b, t, px] - GOAL[0]) ** 2 + (x[b, t, py] - GOAL[1]) ** 2
+
+    return tisim.losses.Custom(miss)
+
+
+def shoot(sim, velocity):
+    """Set the cue ball's initial velocity [m/s] (the others start at rest)."""
+    vx, vy = np.zeros(3), np.zeros(3)
+    vx[0], vy[0] = velocity
+    sim.set_initial_state(vx=vx, vy=vy)
+
+
+def optimize(sim, loss, start, iterations):
+    """Adam on the cue ball's (vx, vy); stops once the target ball ends within a fifth of the goal radius."""
+    def objective(values):
+        shoot(sim, values["v0"])
+        g = sim.gradient(loss)
+        return g.value, {"v0": np.array([g.initial_state["vx"][0, 0], g.initial_state["vy"][0, 0]])}
+
+    def inside(iteration, values, value):
+        return np.sqrt(value) < 0.2 * GOAL_RADIUS
+
+    return minimize(objective, {"v0": np.array(start)}, optimizer=Adam(lr=0.05), iterations=iterations,
+                    callback=inside, description="aiming")
+
+
+def pictures(traj, params, every):
+    """Frames of the shot, the goal under the balls, in a view that holds both."""
+    one = {k: v[0] for k, v in traj.items()}
+    xmin, xmax, ymin, ymax = viz.view_rigid2d(one, params)
+    bounds = (min(xmin, GOAL[0] - 2 * GOAL_RADIUS), max(xmax, GOAL[0] + 2 * GOAL_RADIUS),
+              min(ymin, GOAL[1] - 2 * GOAL_RADIUS), max(ymax, GOAL[1] + 2 * GOAL_RADIUS))
+    out = []
+    for t in range(0, len(one["px"]), every):
+        canvas = viz.Canvas(320, 200, bounds=bounds)
+        canvas.circle(GOAL, GOAL_RADIUS, GOAL_COLOR)
+        viz.draw_rigid2d(canvas, {k: v[t] for k, v in one.items()}, params)
+        out.append(canvas.image())
+    return out
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="Aim a billiard shot by gradient descent through the collisions.")
+    parser.add_argument("--out", default="out", help="folder for billiards.gif (default out)")
+    parser.add_argument("--iterations", type=int, default=80, help="most Adam iterations (default 80)")
+    parser.add_argument("--short", action="store_true", help="a smaller GIF, for tests")
+    args = parser.parse_args(argv)
+    start_time = time.perf_counter()
+    sim = Rigid2D(horizon=HORIZON, n_discs=3, ground="off", **BALLS, **TABLE)
+    loss = miss_loss(sim)
+    aim = np.subtract(BALLS["px"][TARGET], BALLS["px"][0]), np.subtract(BALLS["py"][TARGET], BALLS["py"][0])
+    start = AIM * np.array(aim) / np.hypot(*aim)
+    shoot(sim, start)
+    before = float(np.sqrt(sim.evaluate(loss)[0]))
+    result = optimize(sim, loss, start, args.iterations)
+    velocity = result.values["v0"]
+    shoot(sim, velocity)
+    traj = sim.rollout()
+    after = float(np.hypot(traj["px"][0, -1, TARGET] - GOAL[0], traj["py"][0, -1, TARGET] - GOAL[1]))
+    print(f"initial guess v0 = ({start[0]:.3f}, {start[1]:.3f}) m/s: the target ball misses the goal centre by "
+          f"{before * 100:.1f} cm")
+    print(f"optimized     v0 = ({velocity[0]:.3f}, {velocity[1]:.3f}) m/s after {result.iterations} iterations: "
+          f"{after * 100:.2f} cm (goal radius {GOAL_RADIUS * 100:.0f} cm)")
+    path = pathlib.Path(args.out) / "billiards.gif"
+    params = {**{k: v[0] for k, v in sim.params.items()}, "ground": 0}
+    viz.save_gif(path, pictures(traj, params, every=200 if args.short else 50), fps=20, colors=32)
+    print(f"wrote {path} ({time.perf_counter() - start_time:.1f} s)")
+    return dict(miss_before=before, miss_after=after, goal_radius=GOAL_RADIUS, velocity=velocity,
+                iterations=result.iterations, gif=str(path))
+
+
+if __name__ == "__main__":
+    main()

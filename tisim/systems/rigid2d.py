@@ -1,0 +1,242 @@
+"""Rigid discs and boxes in a vertical plane (x right, y up), with penalty contacts and regularized Coulomb friction.
+
+Bodies 0 .. n_discs-1 are discs of radius r, the rest boxes of half extents (hx, hy). Body i has mass m_i, moment of
+inertia I_i = m r^2 / 2 (disc) or m (hx^2 + hy^2) / 3 (box: m (w^2 + h^2) / 12), centre p_i = (px, py), angle,
+velocity v_i = (vx, vy) and angular velocity omega_i (angles anticlockwise):
+    m_i v_i'     = sum_c F_c - m_i g e_y - drag m_i v_i + f_i
+    I_i omega_i' = sum_c (c - p_i) x F_c - drag I_i omega_i + tau_i        (f_i, tau_i: the wrench action)
+Contacts: disc-floor and box corner-floor (ground="on"; the floor is y = 0), disc-disc, disc-box (the box point closest
+to the disc centre) and box-box (each box's corners against the other box: a vertex-face test, which misses edge-on-edge
+touches, e.g. two equally wide boxes stacked exactly aligned). The geometry (tisim.contact: disk_ground, corner_ground,
+disk_disk, disk_box, corner_box) gives an overlap d, a normal n that pushes body a, and the point c in the middle of the
+overlap. With w the velocity of a's material point at c relative to b's, vn = w.n and vt = w.t (t = n turned +90 deg):
+    fn = penalty_normal(d, vn, k, restitution_damping(e, k, m_ab), softness)   m_ab = m_a m_b / (m_a + m_b); floor: m_a
+    ft = friction_clip_to_stop(friction_coulomb_tanh(vt, fn, mu, eps), vt, m_t, dt)
+         m_t = 1 / sum over both bodies of (1 / m + ((c - p) x t)^2 / I): the effective mass at c along t
+    F_c = fn n + ft t on body a at c, and -F_c on body b at the same point c.
+Semi-implicit Euler (v and omega first, then p and the angle with the new velocities). It is linear in the forces, so
+each force adds its own share to x[t+1] (push); each pair's forces are equal, opposite and act at one point, and
+p' - p is parallel to v', so with g = 0, drag = 0, no floor and no wrench a step conserves the momentum sum m v and
+the angular momentum sum (m p x v + I omega) exactly, to round-off.
+Penetration: an impact at normal speed v sinks at most about v sqrt(m_ab / k) deep, the undamped spring's amplitude
+(discretization adds 0.2% at dt sqrt(k / m_ab) = 0.12 and 2% at 0.39; m_ab overestimates the mass behind a box corner,
+so corners sink less), plus the static sag m g / k of a resting body (shared between the corners of a box).
+Non-smooth parts: the contact switch at d = 0 (softened by softness > 0), the nearest-face and closest-point switches
+of the box geometry, the friction clip, and which corners touch.
+The step loops over every (body, corner, body or floor) combination at run time, so a scene compiles in a few seconds
+whatever its size (unrolled with ti.static, two boxes took 72 s to compile the backward pass: Taichi's store-to-load
+forwarding grows with the square of the unrolled code); combinations that are not contacts (NONE) cost an integer
+test. Each contact adds to x[b, t+1] directly, so no local accumulator crosses that loop (taichi-facts.md).
+"""
+import taichi as ti
+
+from tisim.contact import (
+    corner_box,
+    corner_ground,
+    cross2,
+    disk_box,
+    disk_disk,
+    disk_ground,
+    friction_clip_to_stop,
+    friction_coulomb_tanh,
+    penalty_normal,
+    restitution_damping,
+    rotate,
+)
+from tisim.engine import System
+from tisim.integrators import semi_implicit_euler
+from tisim.quantities import Quantity
+
+NONE, DISK_DISK, DISK_BOX, CORNER_BOX, DISK_GROUND, CORNER_GROUND = range(6)  # kinds of contact
+
+
+class Rigid2D(System):
+    """n_discs discs, then n_boxes boxes, in a vertical plane over an optional floor; the action: a wrench per body."""
+
+    PARAMS = (
+        Quantity("g", 9.8, "m/s^2", "gravitational acceleration (along -y)", bounds="[0, inf)"),
+        Quantity("m", 1.0, "kg", "mass of each body", shape=("n_bodies",), bounds="(0, inf)"),
+        Quantity("r", 0.1, "m", "radius of each disc", shape=("n_discs",), bounds="(0, inf)"),
+        Quantity("hx", 0.1, "m", "half-width of each box", shape=("n_boxes",), bounds="(0, inf)"),
+        Quantity("hy", 0.1, "m", "half-height of each box", shape=("n_boxes",), bounds="(0, inf)"),
+        Quantity("k", 1e5, "N/m", "contact stiffness", bounds="(0, inf)"),
+        Quantity("e", 0.5, "-", "coefficient of restitution of every contact", bounds="[0, 1]"),
+        Quantity("softness", 0.0, "m", "softplus length of the contact activation; 0 = hard switch", bounds="[0, inf)"),
+        Quantity("mu", 0.5, "-", "Coulomb coefficient of every contact", bounds="[0, inf)"),
+        Quantity("eps", 0.01, "m/s", "velocity scale of the regularized friction law", bounds="(0, inf)"),
+        Quantity("drag", 0.0, "1/s", "linear drag rate of every body's velocity and angular velocity",
+                 bounds="[0, inf)"),
+    )
+    STATE = (
+        Quantity("px", 0.0, "m", "horizontal position of each body's centre", shape=("n_bodies",)),
+        Quantity("py", 1.0, "m", "height of each body's centre", shape=("n_bodies",)),
+        Quantity("angle", 0.0, "rad", "orientation of each body, anticlockwise", shape=("n_bodies",)),
+        Quantity("vx", 0.0, "m/s", "horizontal velocity of each body", shape=("n_bodies",)),
+        Quantity("vy", 0.0, "m/s", "vertical velocity of each body", shape=("n_bodies",)),
+        Quantity("omega", 0.0, "rad/s", "angular velocity of each body, anticlockwise", shape=("n_bodies",)),
+    )
+    ACTION = (Quantity("wrench", 0.0, "N, N, N m", "force (fx, fy) on each body's centre and torque about it",
+                       shape=("n_bodies", 3)),)
+    STRUCTURE = ("n_discs", "n_boxes", "n_bodies")
+    N_DISCS_DEFAULT, N_BOXES_DEFAULT = 1, 0
+    N_DISCS_MIN = N_BOXES_MIN = 0
+    OPTIONS = {"ground": ("on", "off")}
+    DT = 1e-3
+
+    def __init__(self, horizon, batch=1, dt=None, *, n_discs=N_DISCS_DEFAULT, n_boxes=N_BOXES_DEFAULT, **values):
+        for key, count in (("n_discs", n_discs), ("n_boxes", n_boxes)):
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                raise ValueError(f"Rigid2D: {key} must be an integer >= 0, got {count!r}")
+        if n_discs + n_boxes < 1:
+            raise ValueError("Rigid2D: needs at least one body (n_discs + n_boxes >= 1), got none")
+        if "n_bodies" in values:
+            raise ValueError("Rigid2D: n_bodies is n_discs + n_boxes; pass those instead")
+        super().__init__(horizon, batch, dt, n_discs=n_discs, n_boxes=n_boxes, n_bodies=n_discs + n_boxes, **values)
+
+    # ---- body i at step t (i may be a run-time index) -------------------------------------------------------------
+    @ti.func
+    def position(self, x: ti.template(), b, t, i):
+        return ti.Vector([x[b, t, self.X.px + i], x[b, t, self.X.py + i]])
+
+    @ti.func
+    def point_velocity(self, x: ti.template(), b, t, i, arm):
+        """Velocity of body i's material point at arm = point - centre: v + omega x arm."""
+        omega = x[b, t, self.X.omega + i]
+        return ti.Vector([x[b, t, self.X.vx + i] - omega * arm[1], x[b, t, self.X.vy + i] + omega * arm[0]])
+
+    @ti.func
+    def half_extents(self, theta: ti.template(), b, i):
+        return ti.Vector([theta[b, self.P.hx + i - self.n_discs], theta[b, self.P.hy + i - self.n_discs]])
+
+    @ti.func
+    def inertia(self, theta: ti.template(), b, i):
+        # theta packs r, hx, hy one after the other, so both formulas read valid entries for any body; select picks
+        h = self.half_extents(theta, b, i)
+        m = theta[b, self.P.m + i]
+        return ti.select(i < self.n_discs, 0.5 * m * theta[b, self.P.r + i] ** 2, m * h.dot(h) / 3.0)
+
+    @ti.func
+    def corner(self, x: ti.template(), theta: ti.template(), b, t, i, k):
+        """Corner k of box i [m], anticlockwise from the lower left in the box frame."""
+        sign = ti.Vector([ti.select(k == 1 or k == 2, 1.0, -1.0), ti.select(k >= 2, 1.0, -1.0)])
+        return self.position(x, b, t, i) + rotate(x[b, t, self.X.angle + i], sign * self.half_extents(theta, b, i))
+
+    # ---- contacts ----------------------------------------------------------------------------------------------------
+    @ti.func
+    def pair_kind(self, i, j, k):
+        """Body i (corner k, for a box) against body j, or the floor when j = n_bodies; each contact once: a disc
+        against later discs, every box and the floor; a box's corners against every other box and the floor."""
+        nd, nb = ti.static(self.n_discs, self.n_bodies)
+        kind = NONE
+        if i < nd and k == 0:
+            if j == nb:
+                kind = DISK_GROUND
+            elif j >= nd:
+                kind = DISK_BOX
+            elif j > i:
+                kind = DISK_DISK
+        elif i >= nd:
+            if j == nb:
+                kind = CORNER_GROUND
+            elif j >= nd and j != i:
+                kind = CORNER_BOX
+        if ti.static(self.ground == "off"):
+            kind = ti.select(j == nb, NONE, kind)
+        return kind
+
+    @ti.func
+    def geometry(self, x: ti.template(), theta: ti.template(), b, t, kind, i, j, k):
+        """(d, n, c) of a contact of the given kind; n pushes body i. Kinds the structure cannot have are not
+        compiled."""
+        X, P = ti.static(self.X, self.P)
+        nd, n_boxes, ground = ti.static(self.n_discs, self.n_boxes, self.ground == "on")
+        d, n, c = 0.0, ti.Vector([0.0, 0.0]), ti.Vector([0.0, 0.0])
+        if ti.static(nd >= 2):
+            if kind == DISK_DISK:
+                d, n, c = disk_disk(self.position(x, b, t, i), theta[b, P.r + i], self.position(x, b, t, j),
+                                    theta[b, P.r + j])
+        if ti.static(nd >= 1 and n_boxes >= 1):
+            if kind == DISK_BOX:
+                d, n, c = disk_box(self.position(x, b, t, i), theta[b, P.r + i], self.position(x, b, t, j),
+                                   x[b, t, X.angle + j], self.half_extents(theta, b, j))
+        if ti.static(n_boxes >= 2):
+            if kind == CORNER_BOX:
+                d, n, c = corner_box(self.corner(x, theta, b, t, i, k), self.position(x, b, t, j),
+                                     x[b, t, X.angle + j], self.half_extents(theta, b, j))
+        if ti.static(ground and nd >= 1):
+            if kind == DISK_GROUND:
+                d, n, c = disk_ground(self.position(x, b, t, i), theta[b, P.r + i])
+        if ti.static(ground and n_boxes >= 1):
+            if kind == CORNER_GROUND:
+                d, n, c = corner_ground(self.corner(x, theta, b, t, i, k))
+        return d, n, c
+
+    @ti.func
+    def at_point(self, x: ti.template(), theta: ti.template(), b, t, i, c, tangent):
+        """Body i at the point c: the velocity of its material point there, 1 / m and (arm x tangent)^2 / I."""
+        arm = c - self.position(x, b, t, i)
+        return self.point_velocity(x, b, t, i, arm), 1.0 / theta[b, self.P.m + i], \
+            cross2(arm, tangent) ** 2 / self.inertia(theta, b, i)
+
+    @ti.func
+    def contact_law(self, theta: ti.template(), b, dt, d, vn, vt, m_ab, m_t):
+        """(fn, ft) from the overlap d, the relative normal and tangential velocities, the reduced mass m_ab and the
+        effective tangential mass m_t."""
+        P = ti.static(self.P)
+        k = theta[b, P.k]
+        fn = penalty_normal(d, vn, k, restitution_damping(theta[b, P.e], k, m_ab), theta[b, P.softness])
+        return fn, friction_clip_to_stop(friction_coulomb_tanh(vt, fn, theta[b, P.mu], theta[b, P.eps]), vt, m_t, dt)
+
+    @ti.func
+    def contact(self, x: ti.template(), theta: ti.template(), dt, b, t, i, j, d, nx, ny, c):
+        """The contact (d, n = (nx, ny), c) of body i with body j (j = n_bodies: the floor), pushed into both steps.
+        n comes in by components: as a vector argument Taichi 1.7's reverse pass warns of a load before a store."""
+        n, tangent = ti.Vector([nx, ny]), ti.Vector([-ny, nx])
+        w, inverse_m, inverse_turn = self.at_point(x, theta, b, t, i, c, tangent)
+        w_j, inverse_m_j, inverse_turn_j = ti.Vector([0.0, 0.0]), 0.0, 0.0  # the floor: at rest, infinite mass
+        if j < self.n_bodies:
+            w_j, inverse_m_j, inverse_turn_j = self.at_point(x, theta, b, t, j, c, tangent)
+        fn, ft = self.contact_law(theta, b, dt, d, (w - w_j).dot(n), (w - w_j).dot(tangent),
+                                  1.0 / (inverse_m + inverse_m_j),
+                                  1.0 / (inverse_m + inverse_turn + inverse_m_j + inverse_turn_j))
+        f = fn * n + ft * tangent
+        self.push(x, theta, dt, b, t, i, f, c)
+        if j < self.n_bodies:
+            self.push(x, theta, dt, b, t, j, -f, c)
+
+    # ---- integration: semi-implicit Euler, one share of x[b, t+1] per force ------------------------------------------
+    @ti.func
+    def push(self, x: ti.template(), theta: ti.template(), dt, b, t, i, f, c):
+        """Add the force f acting at the point c on body i: its share semi_implicit_euler(0, 0, a, dt) of x[b, t+1]."""
+        X, P = ti.static(self.X, self.P)
+        m = theta[b, P.m + i]
+        a = ti.Vector([f[0] / m, f[1] / m, cross2(c - self.position(x, b, t, i), f) / self.inertia(theta, b, i)])
+        for q, v, e in ti.static(((X.px, X.vx, 0), (X.py, X.vy, 1), (X.angle, X.omega, 2))):
+            dq, dv = semi_implicit_euler(0.0, 0.0, a[e], dt)
+            x[b, t + 1, q + i] += dq
+            x[b, t + 1, v + i] += dv
+
+    @ti.func
+    def free_motion(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t, i):
+        """Body i's step under the wrench action, gravity and drag, from x[b, t] into x[b, t+1]."""
+        X, P, U = ti.static(self.X, self.P, self.U)
+        m, drag = theta[b, P.m + i], theta[b, P.drag]
+        a = ti.Vector([u[b, t, U.wrench + 3 * i] / m - drag * x[b, t, X.vx + i],
+                       u[b, t, U.wrench + 3 * i + 1] / m - theta[b, P.g] - drag * x[b, t, X.vy + i],
+                       u[b, t, U.wrench + 3 * i + 2] / self.inertia(theta, b, i) - drag * x[b, t, X.omega + i]])
+        for q, v, e in ti.static(((X.px, X.vx, 0), (X.py, X.vy, 1), (X.angle, X.omega, 2))):
+            q_next, v_next = semi_implicit_euler(x[b, t, q + i], x[b, t, v + i], a[e], dt)
+            x[b, t + 1, q + i] += q_next
+            x[b, t + 1, v + i] += v_next
+
+    @ti.func
+    def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
+        nb = ti.static(self.n_bodies)
+        for i in range(nb):
+            self.free_motion(x, theta, u, dt, b, t, i)
+        for q in range(4 * nb * (nb + 1)):  # body i (corner k) against body j or the floor (j = n_bodies)
+            i, j, k = q // (4 * (nb + 1)), (q // 4) % (nb + 1), q % 4
+            kind = self.pair_kind(i, j, k)
+            if kind != NONE:
+                d, n, c = self.geometry(x, theta, b, t, kind, i, j, k)
+                self.contact(x, theta, dt, b, t, i, j, d, n[0], n[1], c)
