@@ -9,10 +9,13 @@
 # through a collision that happens. A cue ball that misses leaves the target ball where it is, and the loss is flat in
 # the cue ball's velocity (a zero gradient, not a wrong one).
 # Prints the miss distance before and after, and writes out/billiards.gif (the optimized shot).
+# With --gui, aim by hand: drag from the cue ball and release to shoot; press O to let the optimizer start from your
+# shot and watch its result (needs a display and Vulkan; see tisim/gui.py).
 #
-# Command: python demos/billiards.py [--out out] [--iterations 80] [--short]
+# Command: python demos/billiards.py [--out out] [--iterations 80] [--short] [--gui]
 import argparse
 import pathlib
+import sys
 import time
 
 import numpy as np
@@ -20,6 +23,7 @@ import taichi as ti
 
 import tisim
 from tisim import viz
+from tisim.gui import Window, WindowUnavailable
 from tisim.optim import Adam, minimize
 from tisim.systems import Rigid2D
 
@@ -79,15 +83,78 @@ def pictures(traj, params, every):
     return out
 
 
+def table_view(traj, params):
+    """World bounds holding the balls' paths and the goal."""
+    one = {k: v[0] for k, v in traj.items()}
+    xmin, xmax, ymin, ymax = viz.view_rigid2d(one, params)
+    return (min(xmin, GOAL[0] - 2 * GOAL_RADIUS, -0.3), max(xmax, GOAL[0] + 2 * GOAL_RADIUS, 2.0),
+            min(ymin, GOAL[1] - 2 * GOAL_RADIUS, -0.6), max(ymax, GOAL[1] + 2 * GOAL_RADIUS, 1.0))
+
+
+def play(sim, loss, window, params, optimize_after=None):
+    """Interactive aiming: drag from the cue ball, release to shoot; O optimizes from the last shot.
+
+    optimize_after: a scripted shot (vx, vy) for runs without a mouse: it is shot, then optimized, then shown.
+    Returns the last shot's velocity and miss distance [m]."""
+    bounds = table_view(sim.rollout(), params)
+    traj, frame, press, shot, miss = sim.rollout(), 0, None, None, None
+    scripted = list(optimize_after or ())
+    while window.running:
+        (u, v), down = window.cursor()
+        point = (bounds[0] + u * (bounds[1] - bounds[0]), bounds[2] + v * (bounds[3] - bounds[2]))
+        if down and press is None:
+            press = point
+        released = press is not None and not down
+        if released or scripted:
+            cue = (BALLS["px"][0], BALLS["py"][0])
+            velocity = np.array(scripted[:2]) if scripted else 2.0 * np.subtract(point, cue)  # 2 m/s per metre
+            shot, press, frame = velocity, None, 0
+            shoot(sim, shot)
+            traj = sim.rollout()
+            miss = float(np.sqrt(sim.evaluate(loss)[0]))
+        if shot is not None and ("o" in window.keys() or "O" in window.keys() or scripted):
+            shot = optimize(sim, loss, shot, 80).values["v0"]
+            shoot(sim, shot)
+            traj, frame, scripted = sim.rollout(), 0, []
+            miss = float(np.sqrt(sim.evaluate(loss)[0]))
+        t = min(frame * 40, HORIZON)
+        canvas = viz.Canvas(*window.size, bounds=bounds)
+        canvas.circle(GOAL, GOAL_RADIUS, GOAL_COLOR)
+        viz.draw_rigid2d(canvas, {k: val[0, t] for k, val in traj.items()}, params)
+        window.draw(canvas.image())
+        with window.panel("billiards", 0.01, 0.01, 0.45, 0.15) as panel:
+            panel.text("drag from the cue ball and release to shoot; O: optimize from this shot")
+            if shot is not None:
+                panel.text(f"v0 = ({shot[0]:.2f}, {shot[1]:.2f}) m/s, miss {100 * miss:.1f} cm")
+        window.show()
+        frame += 1
+        if optimize_after is not None and frame > HORIZON // 40:
+            break
+    return shot, miss
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description="Aim a billiard shot by gradient descent through the collisions.")
     parser.add_argument("--out", default="out", help="folder for billiards.gif (default out)")
     parser.add_argument("--iterations", type=int, default=80, help="most Adam iterations (default 80)")
     parser.add_argument("--short", action="store_true", help="a smaller GIF, for tests")
+    parser.add_argument("--gui", action="store_true", help="aim by hand in a window")
+    parser.add_argument("--offscreen", action="store_true", help="with --gui: no display (scripted, for tests)")
+    parser.add_argument("--aim", default=None, help="with --gui --offscreen: a scripted shot 'vx,vy' [m/s]")
     args = parser.parse_args(argv)
     start_time = time.perf_counter()
     sim = Rigid2D(horizon=HORIZON, n_discs=3, ground="off", **BALLS, **TABLE)
     loss = miss_loss(sim)
+    if args.gui:
+        try:
+            window = Window("tisim: billiards", (800, 500), offscreen=args.offscreen)
+        except WindowUnavailable as error:
+            print(error, file=sys.stderr)
+            return 2
+        params = {**{k: v[0] for k, v in sim.params.items()}, "ground": 0}
+        aim = [float(v) for v in args.aim.split(",")] if args.aim else None
+        shot, miss = play(sim, loss, window, params, optimize_after=aim)
+        return dict(velocity=shot, miss=miss, goal_radius=GOAL_RADIUS)
     aim = np.subtract(BALLS["px"][TARGET], BALLS["px"][0]), np.subtract(BALLS["py"][TARGET], BALLS["py"][0])
     start = AIM * np.array(aim) / np.hypot(*aim)
     shoot(sim, start)
@@ -110,4 +177,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    result = main()
+    sys.exit(result if isinstance(result, int) else 0)

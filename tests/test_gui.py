@@ -102,3 +102,10 @@ def test_explorer_window_on_a_virtual_display(tmp_path):
         demo.kill()
         xvfb.kill()
     assert found, "no frame with the lambda bars and the control panel appeared within 90 s"
+
+
+@needs_vulkan
+def test_billiards_window_shoots_and_optimizes_offscreen():
+    """The billiards window takes a shot, optimizes from it on O, and ends with the target ball in the goal."""
+    result = load_demo("billiards").main(["--gui", "--offscreen", "--aim", "1.4,0.3"])
+    assert result["miss"] < result["goal_radius"]

@@ -65,6 +65,14 @@ class Window:
         """A sub-window of controls at (x, y) with that size, all as fractions of the window; a context manager."""
         return self._window.get_gui().sub_window(title, x, y, width, height)
 
+    def cursor(self):
+        """The mouse position as fractions of the window (x right, y up), and whether the left button is down;
+        offscreen there is no mouse: ((0, 0), False)."""
+        if self.offscreen:
+            return (0.0, 0.0), False
+        x, y = self._window.get_cursor_pos()
+        return (float(x), float(y)), bool(self._window.is_pressed(ti.ui.LMB))
+
     def keys(self):
         """Keys pressed since the last show(), as GGUI names them ("a", "Space", "Return", ...)."""
         return list(self._keys)
