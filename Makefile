@@ -24,9 +24,12 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	mkdir -p out
+	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) benchmarks/engine_overhead.py
 	$(PY) benchmarks/cartpole_gradient_vs_cem.py
 	$(PY) benchmarks/systems.py
+	$(PY) benchmarks/mass_spring.py
+	$(PY) benchmarks/peers.py
 
 clean:
 	rm -rf $(VENV) out .cache *.egg-info
