@@ -1,5 +1,7 @@
 """Test settings: float64, one thread (bitwise reproducible), an offline kernel cache inside the checkout."""
+import importlib.util
 import os
+import pathlib
 
 import pytest
 
@@ -18,3 +20,12 @@ def runtime():
     """Every test starts on the test runtime (a no-op unless a test changed it)."""
     tisim.init(**TEST_SETTINGS)
     yield
+
+
+def load_demo(name):
+    """A demo script from demos/ as a module (demos/ is not a package); nothing runs at import."""
+    path = pathlib.Path(__file__).resolve().parent.parent / "demos" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -1,28 +1,18 @@
 """Smoke tests: every demo runs at small size and its printed numbers are the ones its story claims."""
-import importlib.util
-import os
 
 import numpy as np
 import pytest
-
-DEMOS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "demos")
-
-
-def load(name):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(DEMOS, name + ".py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from conftest import load_demo
 
 
 @pytest.fixture(scope="module")
 def adjoint_by_hand():
-    return load("adjoint_by_hand")
+    return load_demo("adjoint_by_hand")
 
 
 @pytest.fixture(scope="module")
 def sensitivity_growth():
-    return load("sensitivity_growth")
+    return load_demo("sensitivity_growth")
 
 
 def test_adjoint_by_hand_three_steps(adjoint_by_hand):
@@ -63,7 +53,7 @@ def test_sensitivity_growth(sensitivity_growth, tmp_path):
 
 @pytest.fixture(scope="module")
 def cartpole_opt():
-    return load("cartpole_opt")
+    return load_demo("cartpole_opt")
 
 
 def test_cartpole_swing_up(cartpole_opt, tmp_path):
@@ -89,6 +79,6 @@ def test_cartpole_receding_horizon_on_a_wrong_model(cartpole_opt, tmp_path):
 
 def test_soft_walker_learns_to_walk_right(tmp_path):
     """A few gait iterations take the quadruped from walking backwards to walking forwards, and write the GIF."""
-    r = load("soft_walker").main(["--iterations", "15", "--out", str(tmp_path)])
+    r = load_demo("soft_walker").main(["--iterations", "15", "--out", str(tmp_path)])
     assert r["distances"]["first"] < 0 < 0.1 < r["distances"]["best"]
     assert 10_000 < r["gif"].stat().st_size < 500_000

@@ -1,36 +1,26 @@
 """Smoke tests of demos/contact_gradients.py and demos/chaos_horizon.py at tiny size, against their referees."""
-import importlib.util
 import os
 
 import numpy as np
 import pytest
-from conftest import TEST_SETTINGS
+from conftest import TEST_SETTINGS, load_demo
 
 import tisim
 from tisim.systems import DoublePendulum
-
-DEMOS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "demos")
-
-
-def load(name):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(DEMOS, name + ".py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def contact(tmp_path_factory):
     out = tmp_path_factory.mktemp("contact")
     tisim.init(**TEST_SETTINGS)  # module fixtures run before the per-test runtime fixture
-    return load("contact_gradients").main(["--short", "--out", str(out)])
+    return load_demo("contact_gradients").main(["--short", "--out", str(out)])
 
 
 @pytest.fixture(scope="module")
 def chaos(tmp_path_factory):
     out = tmp_path_factory.mktemp("chaos")
     tisim.init(**TEST_SETTINGS)
-    return load("chaos_horizon").main(["--short", "--out", str(out)])
+    return load_demo("chaos_horizon").main(["--short", "--out", str(out)])
 
 
 @pytest.mark.parametrize("setting", ["hard", "soft"])

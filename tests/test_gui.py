@@ -1,5 +1,4 @@
 """Interactive windows: clear messages without a display, offscreen rendering, and a real window on Xvfb."""
-import importlib.util
 import os
 import pathlib
 import shutil
@@ -10,6 +9,7 @@ import time
 import imageio.v3 as iio
 import numpy as np
 import pytest
+from conftest import load_demo
 
 import tisim
 from tisim.gui import Window, WindowUnavailable, window_problem
@@ -22,13 +22,6 @@ needs_screen = pytest.mark.skipif(VULKAN is not None or bool(SCREEN_TOOLS),
                                   reason=f"needs Vulkan, Xvfb and ImageMagick (.ci/run installs them); "
                                          f"missing: {SCREEN_TOOLS or VULKAN}")
 ORANGE = np.array([230, 140, 40])  # adjoint_explorer's lambda bars
-
-
-def load_demo(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "demos" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_adjoint_sweep_steps_through_the_worked_example():

@@ -1,22 +1,12 @@
 """Trajectory optimization, system identification and receding-horizon control on small systems."""
-import importlib.util
-import pathlib
 
 import numpy as np
 import pytest
+from conftest import load_demo
 
 import tisim
 from tisim.losses import Effort, TerminalTarget, Tracking
 from tisim.tasks import identify, optimize_actions, receding_horizon
-
-DEMOS = pathlib.Path(__file__).resolve().parent.parent / "demos"
-
-
-def load_demo(name):
-    spec = importlib.util.spec_from_file_location(name, DEMOS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_optimize_actions_reaches_target_within_limits():
