@@ -21,7 +21,7 @@ import numpy as np
 import taichi as ti
 
 import tisim
-from tisim import viz
+from tisim import plots, viz
 from tisim.gui import Window, WindowUnavailable
 from tisim.losses import Custom, Effort, TerminalTarget
 from tisim.tasks import optimize_actions, receding_horizon
@@ -122,7 +122,7 @@ def pictures(out, first, final, params, history, b):
     before = viz.frames("Cartpole", first, params, batch_index=b, every=2, bounds=view)
     after = viz.frames("Cartpole", final, params, batch_index=b, every=2, bounds=view)
     gif = viz.save_gif(out / "cartpole_opt.gif", viz.side_by_side(before, after), fps=25)
-    plot = viz.plot_history(history, out / "cartpole_opt_loss.png", title="cart-pole swing-up")
+    plot = plots.plot_history(history, out / "cartpole_opt_loss.png", title="cart-pole swing-up")
     return gif, plot
 
 

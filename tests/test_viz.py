@@ -5,7 +5,7 @@ import imageio.v3 as iio
 import numpy as np
 import pytest
 
-from tisim import systems, viz
+from tisim import plots, systems, viz
 
 SIZE = (320, 240)
 ROLLOUTS = {  # a short real rollout of every drawn system, from a start that moves
@@ -153,9 +153,9 @@ def test_plots_write_png_files(tmp_path):
     """plot_history, plot_states and plot_adjoint each create their folder and write a non-empty PNG."""
     history = [{"loss": 10.0 * 0.8**k, "grad_norm": 3.0 * 0.9**k} for k in range(20)]
     traj = {"x": np.random.default_rng(0).normal(size=(2, 31)), "v": np.zeros((2, 31, 2))}
-    paths = [viz.plot_history(history, tmp_path / "a" / "history.png", "descent"),
-             viz.plot_states(traj, ["x", "v"], 0.01, tmp_path / "b" / "states.png", batch_index=1),
-             viz.plot_adjoint({"x": np.exp(-np.linspace(0, 3, 31))[None], "v": np.ones((1, 31, 2))}, 0.01,
+    paths = [plots.plot_history(history, tmp_path / "a" / "history.png", "descent"),
+             plots.plot_states(traj, ["x", "v"], 0.01, tmp_path / "b" / "states.png", batch_index=1),
+             plots.plot_adjoint({"x": np.exp(-np.linspace(0, 3, 31))[None], "v": np.ones((1, 31, 2))}, 0.01,
                               tmp_path / "c" / "adjoint.png")]
     for path in paths:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000

@@ -3,6 +3,7 @@
 Nothing here simulates. A drawing reads one time step of a rollout, {state name: float}, and the system's parameters,
 {name: float}, and paints it onto a ``Canvas`` in world coordinates [m] (x right, y up). ``frames`` turns a rollout
 {state name: array (B, T+1)} into uint8 images (H, W, 3); ``save_gif`` writes them with a small shared palette.
+Plots of losses, trajectories and adjoints are in ``tisim.plots``.
 
     DRAW[class name](canvas, state, params)   paints one step
     VIEWS[class name](traj, params)           world bounds (xmin, xmax, ymin, ymax) [m] that hold the whole rollout
@@ -12,7 +13,6 @@ from pathlib import Path
 
 import imageio.v3 as iio
 import numpy as np
-from matplotlib.figure import Figure
 
 from tisim import systems
 from tisim.quantities import near_miss
@@ -452,51 +452,3 @@ def side_by_side(frames_a, frames_b, *, gap=4):
     count = max(len(frames_a), len(frames_b))
     return [np.concatenate([padded(frames_a[min(i, len(frames_a) - 1)]), spacer,
                             padded(frames_b[min(i, len(frames_b) - 1)])], axis=1) for i in range(count)]
-
-
-# ---- plots (matplotlib, no pyplot state) ----------------------------------------------------------------------------
-def _save(figure, path):
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    return path
-
-
-def plot_history(history, path, title=""):
-    """Loss and gradient norm per optimizer iteration, log y; history is a list of {"loss": ..., "grad_norm": ...}."""
-    figure = Figure(figsize=(8, 3.2))
-    for k, key in enumerate(("loss", "grad_norm")):
-        axes = figure.add_subplot(1, 2, k + 1)
-        axes.plot([float(row.get(key, np.nan)) for row in history], marker=".")
-        axes.set(yscale="log", xlabel="iteration", ylabel=key.replace("_", " "))
-        axes.grid(True, which="both", alpha=0.3)
-    figure.suptitle(title)
-    return _save(figure, path)
-
-
-def plot_states(traj, names, dt, path, *, batch_index=0, title=""):
-    """One panel per state name against time t dt [s], for one batch element; traj: {name: array (B, T+1, ...)}."""
-    figure = Figure(figsize=(6, 1.8 * len(names) + 0.6))
-    for k, name in enumerate(names):
-        values = np.asarray(traj[name])[batch_index]
-        axes = figure.add_subplot(len(names), 1, k + 1)
-        axes.plot(np.arange(len(values)) * dt, values.reshape(len(values), -1))
-        axes.set(ylabel=name)
-        axes.grid(True, alpha=0.3)
-    axes.set(xlabel="t [s]")
-    figure.suptitle(title)
-    return _save(figure, path)
-
-
-def plot_adjoint(adjoint, dt, path, *, batch_index=0, title=""):
-    """|lambda_t| = |dL/dx_t| per state against time [s], log y; adjoint: {name: array (B, T+1, ...)}."""
-    figure = Figure(figsize=(6, 3.5))
-    axes = figure.add_subplot(1, 1, 1)
-    for name, values in adjoint.items():
-        values = np.asarray(values)[batch_index]
-        axes.plot(np.arange(len(values)) * dt, np.linalg.norm(values.reshape(len(values), -1), axis=1), label=name)
-    axes.set(yscale="log", xlabel="t [s]", ylabel="|lambda_t|", title=title)
-    axes.grid(True, which="both", alpha=0.3)
-    axes.legend()
-    return _save(figure, path)
