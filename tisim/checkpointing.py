@@ -155,6 +155,7 @@ def _check_finite(sim, b, t0, n):
     first = status[:, 1]
     if np.any(first <= n):
         batch = int(np.argmin(first))
-        raise NonFiniteError(f"{type(sim).__name__}: the rollout turned non-finite at step {t0 + int(first[batch])} "
-                             f"of {sim.T} (batch element {batch})")
+        step = t0 + int(first[batch])
+        raise NonFiniteError(f"{type(sim).__name__}: the rollout turned non-finite at step {step} of {sim.T} "
+                             f"(batch element {batch})", step, batch)
     return status[:, 0]

@@ -121,7 +121,13 @@ def _seed_final_state(g: ti.types.ndarray(ndim=3), k: ti.i32, serial: ti.templat
 
 
 class NonFiniteError(FloatingPointError):
-    """A rollout produced NaN or infinity; the message names the system, the state and the first bad step."""
+    """A rollout produced NaN or infinity; the message names the system, the state and the first bad step.
+
+    step and batch are the first bad step and its batch element (None when the loss alone is non-finite)."""
+
+    def __init__(self, message, step=None, batch=None):
+        super().__init__(message)
+        self.step, self.batch = step, batch
 
 
 class Gradient:
@@ -398,7 +404,7 @@ class System:
         labels = self.state_layout.labels()
         bad = [labels[k] for k in range(len(row)) if not np.isfinite(row[k])]
         raise NonFiniteError(f"{type(self).__name__}: the rollout turned non-finite at step {t} of {self.T} "
-                             f"(batch element {b}): state {', '.join(bad)} = {row[~np.isfinite(row)][0]}")
+                             f"(batch element {b}): state {', '.join(bad)} = {row[~np.isfinite(row)][0]}", t, b)
 
     def rollout(self):
         """Run the T steps; returns {state name: array (B, T+1, *shape)}."""
@@ -479,6 +485,11 @@ class System:
                 "actions": [f"{self.action_name}[{t}]" + (f"[{j}]" if self.action_shape else "")
                             for t in range(self.T) for j in range(self.action_layout.size)]}[wrt]
         return Jacobian(np.stack(rows, axis=1).astype(np.float64), self.state_layout.labels(), cols)
+
+    def events(self, traj):
+        """{name: bool array (B, T+1)}: when each non-smooth switch of the system (a contact, a stick) is on, read
+        from a rollout; systems with switches override this (``tisim.diagnostics`` reports them)."""
+        return {}
 
     def __repr__(self):
         if not hasattr(self, "T"):

@@ -53,3 +53,18 @@ def plot_adjoint(adjoint, dt, path, *, batch_index=0, title=""):
     axes.grid(True, which="both", alpha=0.3)
     axes.legend()
     return _save(figure, path)
+
+
+def plot_health(report, path, *, batch_index=0, title=""):
+    """|lambda_t| against t (log y) above the non-smooth events of one batch element, from ``diagnostics.health``."""
+    figure = Figure(figsize=(7, 4))
+    axes, events = figure.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    norm = report.adjoint_norm[batch_index]
+    axes.semilogy(np.arange(len(norm)), np.where(norm > 0, norm, np.nan))
+    axes.set_ylabel("|lambda_t|")
+    axes.set_title(title or f"adjoint norm; growth {report.growth[batch_index]:.3g} per step backward")
+    for row, (name, on) in enumerate(report.events.items()):
+        events.fill_between(np.arange(on.shape[1]), row, row + on[batch_index] * 0.8, step="mid", label=name)
+    events.set_yticks([row + 0.4 for row in range(len(report.events))], list(report.events))
+    events.set_xlabel("step t")
+    return _save(figure, path)

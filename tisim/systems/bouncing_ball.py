@@ -69,3 +69,7 @@ class BouncingBall(System):
         x[b, t + 1, X.py] += py_next
         x[b, t + 1, X.vx] += vx_next
         x[b, t + 1, X.vy] += vy_next
+
+    def events(self, traj):
+        """"contact": the disc touches or penetrates the floor (py <= r)."""
+        return {"contact": traj["py"] <= self.params["r"][:, None]}

@@ -116,6 +116,11 @@ class MassSpring(System):
             x[b, t + 1, X.vel + 2 * i + 1] += v_next[1]
 
 
+    def events(self, traj):
+        """"ground contact": some particle is below the ground (y < 0)."""
+        return {"ground contact": (traj["pos"][..., 1] < 0).any(axis=2)}
+
+
 def reference_actions(sim, amplitude=0.1, frequency=5.0):
     """The reference workload's actions a[t, s] = 0.1 sin(2 pi 5 t dt + phase_s), phase_s = 2 pi s / S."""
     t = np.arange(sim.T)[:, None] * sim.dt

@@ -9,6 +9,7 @@ Semi-implicit Euler; the regularized laws are clipped so that friction at most s
 (friction_clip_to_stop; it binds only when dt mu g / eps > 1). The regularized laws creep (v ~ eps F / (mu m g)) under
 a sub-threshold push; stick-slip does not, and its gradient is piecewise: zero with respect to the push while stuck.
 """
+import numpy as np
 import taichi as ti
 
 from tisim.contact import friction_clip_to_stop, friction_coulomb_huber, friction_coulomb_tanh, friction_stick_slip
@@ -51,3 +52,8 @@ class SlidingBlock(System):
         pos_next, v_next = semi_implicit_euler(pos, v, f / m, dt)
         x[b, t + 1, X.x] += pos_next
         x[b, t + 1, X.v] += v_next
+
+    def events(self, traj):
+        """"sliding": |v| > 0 (stick_slip: exactly at rest otherwise) or |v| > eps (the regularized laws' band)."""
+        band = 0.0 if self.friction == "stick_slip" else self.params["eps"][:, None]
+        return {"sliding": np.abs(traj["v"]) > band}
