@@ -29,6 +29,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/cartpole_gradient_vs_cem.py
 	$(PY) benchmarks/systems.py
 	$(PY) benchmarks/mass_spring.py
+	$(PY) benchmarks/checkpointing.py
 	$(PY) benchmarks/peers.py
 
 clean:
