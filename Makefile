@@ -9,10 +9,13 @@ export MPLBACKEND := Agg
 
 .PHONY: demo test bench clean
 
+# torch==2.13.0 (the optional PyTorch interop, tested too): these machines keep its CPU build in /opt/wheels
+WHEELS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels)
+
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet $(WHEELS) -e '.[test,torch]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -24,7 +27,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	mkdir -p out
-	$(PY) -m pip install --quiet -e '.[bench]'
+	$(PY) -m pip install --quiet $(WHEELS) -e '.[bench]'
 	$(PY) benchmarks/engine_overhead.py
 	$(PY) benchmarks/cartpole_gradient_vs_cem.py
 	$(PY) benchmarks/systems.py
