@@ -4,6 +4,7 @@ from tisim.systems.cartpole import Cartpole
 from tisim.systems.linear import Linear, ScalarLinear
 from tisim.systems.mass_spring import MassSpring
 from tisim.systems.pendulum import DoublePendulum, Pendulum
+from tisim.systems.residual_pendulum import ResidualPendulum
 from tisim.systems.rigid2d import Rigid2D
 from tisim.systems.sliding_block import SlidingBlock
 
@@ -14,6 +15,7 @@ __all__ = [
     "Linear",
     "MassSpring",
     "Pendulum",
+    "ResidualPendulum",
     "Rigid2D",
     "ScalarLinear",
     "SlidingBlock",

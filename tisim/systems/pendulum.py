@@ -40,10 +40,16 @@ class Pendulum(System):
         return -(g / l) * ti.sin(theta) + (tau - c * theta_dot) / inertia
 
     @ti.func
+    def learned_acceleration(self, theta: ti.template(), b, q, w):
+        """A learned correction to theta'' (none here; ResidualPendulum adds a network)."""
+        return 0.0
+
+    @ti.func
     def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
         X, P = ti.static(self.X, self.P)
         q, w = x[b, t, X.theta], x[b, t, X.theta_dot]
         alpha = self.angular_acceleration(q, w, u[b, t, 0], theta[b, P.g], theta[b, P.l], theta[b, P.m], theta[b, P.c])
+        alpha += self.learned_acceleration(theta, b, q, w)
         q_next, w_next = semi_implicit_euler(q, w, alpha, dt)
         x[b, t + 1, X.theta] += q_next
         x[b, t + 1, X.theta_dot] += w_next
