@@ -41,10 +41,21 @@ def test_residual_pendulum_gradients():
     assert report.worst <= 1e-6, str(report)
 
 
+def test_initializations():
+    """Glorot weights stay inside their limit, He weights have their standard deviation, and biases start at 0."""
+    network = MLP((200, 300, 1))
+    glorot, he = network.initial_weights(0), network.initial_weights(0, method="he")
+    first = slice(0, 200 * 300)
+    assert np.abs(glorot[first]).max() <= np.sqrt(6 / 500) and np.all(glorot[first.stop:first.stop + 300] == 0)
+    assert he[first].std() == pytest.approx(np.sqrt(2 / 200), rel=0.02)
+
+
 def test_bad_network():
-    """Networks need at least an input and an output layer."""
+    """Networks need at least an input and an output layer; unknown initializations are named."""
     with pytest.raises(ValueError, match="sizes must be at least"):
         MLP((3,))
+    with pytest.raises(ValueError, match=r"method must be one of \['glorot', 'he'\]"):
+        MLP((2, 1)).initial_weights(method="xavier")
 
 
 def test_joint_fit_beats_physics_alone(tmp_path):

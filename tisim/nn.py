@@ -26,13 +26,25 @@ class MLP:
     def __repr__(self):
         return f"MLP({' -> '.join(map(str, self.sizes))}, {self.n_weights} weights)"
 
-    def initial_weights(self, seed=0, scale=1.0):
-        """Glorot-uniform matrices times ``scale``, zero biases, flat in the layout above."""
+    INITIALIZATIONS = ("glorot", "he")
+
+    def initial_weights(self, seed=0, scale=1.0, method="glorot"):
+        """Random matrices times ``scale`` and zero biases, flat in the layout above.
+
+        method: "glorot" (uniform, limit sqrt(6 / (n_in + n_out)): keeps tanh layers' variance; Glorot and Bengio
+        2010) or "he" (normal, std sqrt(2 / n_in); He et al. 2015)."""
+        if method not in self.INITIALIZATIONS:
+            raise ValueError(f"MLP.initial_weights: method must be one of {list(self.INITIALIZATIONS)}, "
+                             f"got {method!r}")
         rng = np.random.default_rng(seed)
         parts = []
         for a, b in zip(self.sizes[:-1], self.sizes[1:]):
-            limit = scale * np.sqrt(6.0 / (a + b))
-            parts += [rng.uniform(-limit, limit, size=a * b), np.zeros(b)]
+            if method == "glorot":
+                limit = np.sqrt(6.0 / (a + b))
+                matrix = rng.uniform(-limit, limit, size=a * b)
+            else:
+                matrix = rng.normal(0.0, np.sqrt(2.0 / a), size=a * b)
+            parts += [scale * matrix, np.zeros(b)]
         return np.concatenate(parts)
 
     def apply_numpy(self, weights, inputs):
