@@ -1,7 +1,6 @@
 """Time integrators as pure Taichi functions: (position, velocity, acceleration, dt) -> (position', velocity').
 
 semi_implicit_euler   v' = v + dt a(q, v);  q' = q + dt v'    symplectic: energy error stays bounded
-explicit_euler        q' = q + dt v;        v' = v + dt a     energy grows; for comparison only
 ballistic             q' = q + dt v + dt^2 a / 2;  v' = v + dt a   exact when a is constant (free flight)
 """
 import taichi as ti
@@ -14,16 +13,5 @@ def semi_implicit_euler(q, v, a, dt):
 
 
 @ti.func
-def explicit_euler(q, v, a, dt):
-    return q + dt * v, v + dt * a
-
-
-@ti.func
 def ballistic(q, v, a, dt):
     return q + dt * v + 0.5 * dt * dt * a, v + dt * a
-
-
-INTEGRATORS = {
-    "semi_implicit_euler": semi_implicit_euler,
-    "explicit_euler": explicit_euler,
-}
