@@ -2,6 +2,7 @@
 dL/dtheta, dL/dx[0], dL/da[0:T] and the adjoint lambda_t."""
 from tisim import losses, systems
 from tisim.engine import Gradient, Jacobian, NonFiniteError, System
+from tisim.forward import jvp
 from tisim.gradients import gradcheck
 from tisim.quantities import Quantity
 from tisim.runtime import init
@@ -16,6 +17,7 @@ __all__ = [
     "System",
     "gradcheck",
     "init",
+    "jvp",
     "losses",
     "systems",
 ]

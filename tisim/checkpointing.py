@@ -104,8 +104,10 @@ def segment_length(T, segments):
     return math.ceil(T / segments)
 
 
-def checkpointed_gradient(sim, loss, segments=None):
-    """``sim.gradient(loss, method="checkpointed", segments=...)``; see the module docstring."""
+def forward_sweep(sim, loss, segments):
+    """Run the rollout segment by segment, keeping the checkpoints and summing the loss.
+
+    Returns (buffers, the loss restricted to each segment, the loss of each batch element (B,))."""
     length = segment_length(sim.T, segments)
     buffers = sim._segments.get(length) or sim._segments.setdefault(length, Segments(sim, length))
     bound = sim._bind(loss)
@@ -117,13 +119,19 @@ def checkpointed_gradient(sim, loss, segments=None):
     b = buffers
     sim.loss.fill(0)
     _keep_initial(sim.x0, b.checkpoints, b.serial)
-    for k in range(b.count):  # forward sweep: keep the checkpoints, sum the loss
+    for k in range(b.count):
         t0, n = b.span(k, sim.T)
         _run_segment(sim, b, windows[k], k, t0, n)
         _keep_state(b.xs, n, b.checkpoints, k + 1, b.serial)
         per_batch = _check_finite(sim, b, t0, n)
     if not np.all(np.isfinite(per_batch)):
         raise NonFiniteError(f"{type(sim).__name__}: the loss is non-finite: {per_batch}")
+    return buffers, windows, per_batch
+
+
+def checkpointed_gradient(sim, loss, segments=None):
+    """``sim.gradient(loss, method="checkpointed", segments=...)``; see the module docstring."""
+    b, windows, per_batch = forward_sweep(sim, loss, segments)
     sim.loss.grad.fill(1)
     sim.theta.grad.fill(0)
     b.lam.fill(0)

@@ -21,7 +21,8 @@ import taichi as ti
 from tisim import runtime
 from tisim.quantities import Layout, near_miss
 
-METHODS = ("unrolled", "checkpointed")  # forward mode and the continuous adjoint are planned (see README)
+METHODS = ("unrolled", "checkpointed", "forward", "adjoint")
+MODES = ("auto", "reverse", "forward")
 GROUPS = ("params", "initial_state", "actions")
 STALE_ALL = ("theta", "x0", "u")
 SERIAL_WORK = 20_000  # element-steps below which a kernel's batch loop is serialized
@@ -198,6 +199,11 @@ class System:
          Branches in such a loop crashed reverse mode in MassSpring (written branch-free) yet check out in Rigid2D's
          contact loop: verify every such loop with gradcheck.
 
+    Systems defined by an ODE x' = F(x, a; theta) may also implement
+      4. ``rates(self, x, theta, u, b, t, f)``, a ``@ti.func`` that ACCUMULATES F at the state x[b, :] (a (B, S)
+         array), with the action u[b, t, :], into f[b, :]: the continuous adjoint (method="adjoint") integrates its
+         transposed Jacobian backward in time (tisim/adjoint.py).
+
     Users call set_params / params, set_initial_state / initial_state, set_actions / actions, rollout, gradient and
     jacobian. Subclasses override nothing else.
     """
@@ -282,6 +288,7 @@ class System:
         self.loss = ti.ndarray(real, (B,), needs_grad=True)
         self._status = ti.ndarray(real, (B, 2))
         self._segments = {}  # segment length -> checkpointing buffers
+        self._forward_mode = None  # forward-mode buffers (tisim/forward.py), made by the first forward-mode pass
         self._serial = is_small(B * (T + 1) * max(self.state_layout.size, 1))
 
     @ti.kernel
@@ -291,6 +298,24 @@ class System:
         for b in range(x.shape[0]):
             for t in range(t0, t1):
                 self.step(x, theta, u, dt, b, t)
+
+    @ti.kernel
+    def _rollout_fields(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt: float, n: ti.i32,
+                        serial: ti.template()):
+        # the same steps on Taichi fields: forward-mode autodiff needs dual numbers, which ndarrays lack
+        ti.loop_config(serialize=serial)
+        for b in range(x.shape[0]):
+            for t in range(n):
+                self.step(x, theta, u, dt, b, t)
+
+    @ti.kernel
+    def _rates(self, x: ti.types.ndarray(ndim=2), theta: ti.types.ndarray(ndim=2), u: ti.types.ndarray(ndim=3),
+               t: ti.i32, f: ti.types.ndarray(ndim=2), serial: ti.template()):
+        # f = dx/dt at the states x (B, S), with the action of step t: the ODE behind the step, for systems that
+        # define ``rates`` (the continuous adjoint differentiates this kernel alone)
+        ti.loop_config(serialize=serial)
+        for b in range(x.shape[0]):
+            self.rates(x, theta, u, b, t, f)
 
     # ---- inputs ------------------------------------------------------------------------------------------------------
     def _check_alive(self):
@@ -428,22 +453,33 @@ class System:
         self._host._rollout.grad(self.x, self.theta, self.u, self.dt, 0, self.T, self._serial)
 
     def gradient(self, loss, *, method="unrolled", segments=None):
-        """One forward and one backward pass: the loss and its gradient in every group (see ``Gradient``).
+        """The loss and its gradient (see ``Gradient``); `method` picks how the derivatives are obtained:
 
-        method: "unrolled" (default) keeps every step, memory O(B T S), and differentiates the whole rollout in one
-            reverse pass; the adjoint of every step is available.
-            "checkpointed" keeps only the states at `segments` segment starts (default about sqrt(T)) and recomputes
-            each segment in the backward sweep: memory O(B (segments + T/segments) S) for one more forward
-            rollout; same gradients, no per-step adjoint (tisim/checkpointing.py).
+        "unrolled" (default): one forward pass keeping every step and one reverse pass; memory O(B T S); the adjoint
+            of every step is available.
+        "checkpointed": keeps the states at `segments` segment starts (default about sqrt(T)) and recomputes each
+            segment in the backward sweep: memory O(B (segments + T/segments) S) for one more forward rollout; the
+            same gradients, no per-step adjoint (tisim/checkpointing.py).
+        "forward": forward-mode autodiff, one pass per parameter and initial-state entry, nothing kept per step:
+            for few inputs and long horizons; no action gradients (tisim/forward.py).
+        "adjoint": the continuous adjoint: the adjoint ODE integrated backward over the system's rates (ODE systems
+            only); approximates the exact discrete gradient to O(dt) (tisim/adjoint.py).
         """
         if method not in METHODS:
             raise ValueError(f"gradient: method must be one of {list(METHODS)}, got {method!r}."
                              + near_miss(str(method), METHODS))
+        if segments is not None and method not in ("checkpointed", "adjoint"):
+            raise ValueError("gradient: segments applies to method='checkpointed' and 'adjoint' only")
+        # the mechanisms beyond plain unrolling are built on the engine, so they are imported late
         if method == "checkpointed":
-            from tisim.checkpointing import checkpointed_gradient  # a mechanism built on the engine, imported late
+            from tisim.checkpointing import checkpointed_gradient
             return checkpointed_gradient(self, loss, segments)
-        if segments is not None:
-            raise ValueError("gradient: segments applies to method='checkpointed' only")
+        if method == "forward":
+            from tisim.forward import forward_gradient
+            return forward_gradient(self, loss)
+        if method == "adjoint":
+            from tisim.adjoint import adjoint_gradient
+            return adjoint_gradient(self, loss, segments)
         bound = self._bind(loss)
         per_batch = self._forward(bound)
         if not np.all(np.isfinite(per_batch)):
@@ -465,11 +501,29 @@ class System:
             return self.state_layout.unpack(first.astype(np.float64, copy=False))
         return self.state_layout.unpack(_download(self.x.grad))
 
-    def jacobian(self, *, wrt="params"):
-        """d x_T / d(wrt) by one backward pass per final-state entry; wrt: "params", "initial_state" or "actions"."""
+    def jacobian(self, *, wrt="params", mode="auto"):
+        """d x_T / d(wrt); wrt: "params", "initial_state" or "actions".
+
+        mode: "reverse" takes one backward pass per final-state entry (S passes), "forward" one forward-mode pass per
+        input entry (tisim/forward.py); "auto" (default) picks forward when the inputs are fewer than the outputs."""
         if wrt not in GROUPS:
             raise ValueError(f"jacobian: wrt must be one of {list(GROUPS)}, got {wrt!r}."
                              + near_miss(str(wrt), GROUPS))
+        if mode not in MODES:
+            raise ValueError(f"jacobian: mode must be one of {list(MODES)}, got {mode!r}."
+                             + near_miss(str(mode), MODES))
+        inputs = {"params": self.param_layout.size, "initial_state": self.state_layout.size,
+                  "actions": self.T * self.action_layout.size}[wrt]
+        cols = {"params": self.param_layout.labels(), "initial_state": self.state_layout.labels(),
+                "actions": [f"{self.action_name}[{t}]" + (f"[{j}]" if self.action_shape else "")
+                            for t in range(self.T) for j in range(self.action_layout.size)]}[wrt]
+        if mode == "forward" or (mode == "auto" and inputs < self.state_layout.size):
+            from tisim.forward import forward_jacobian
+            try:
+                return Jacobian(forward_jacobian(self, wrt).astype(np.float64), self.state_layout.labels(), cols)
+            except NotImplementedError:
+                if mode == "forward":
+                    raise  # "auto" falls back to reverse mode where Taichi's forward mode cannot compile the step
         rows = []
         for k in range(self.state_layout.size):
             self._forward()
@@ -481,9 +535,6 @@ class System:
                 rows.append(_download(self.x.grad)[:, 0])
             else:
                 rows.append(_download(self.u.grad).reshape(self.B, -1))
-        cols = {"params": self.param_layout.labels(), "initial_state": self.state_layout.labels(),
-                "actions": [f"{self.action_name}[{t}]" + (f"[{j}]" if self.action_shape else "")
-                            for t in range(self.T) for j in range(self.action_layout.size)]}[wrt]
         return Jacobian(np.stack(rows, axis=1).astype(np.float64), self.state_layout.labels(), cols)
 
     def events(self, traj):

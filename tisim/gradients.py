@@ -55,13 +55,14 @@ def _central(sim, loss, values, e, h):
     return (up - down) / (2 * h)
 
 
-def gradcheck(sim, loss, *, groups=GROUPS, step=1e-5, max_entries=None, extrapolate=False):
+def gradcheck(sim, loss, *, groups=GROUPS, step=1e-5, max_entries=None, extrapolate=False, method="unrolled"):
     """Compare ``sim.gradient(loss)`` with central differences for each group ("params", "initial_state", "actions").
 
     Each entry is perturbed by +-h, h = step * max(1, |value|), in all batch elements at once (they are independent),
     so one check costs two rollouts per entry. max_entries: check at most this many entries per group, evenly spaced
     (default all). extrapolate: Richardson-extrapolate the differences at h and h/2 (error O(h^4) instead of
     O(h^2), twice the rollouts), for stiff systems where no single h is both small and above round-off.
+    method: the mechanism under test, as in ``sim.gradient`` (method="forward" has no action gradients).
     Needs the f64 runtime: in f32 the differences are dominated by round-off.
     Returns a ``GradcheckReport``; errors are relative (see ``relative_errors``), worst over entries and batch.
     """
@@ -72,11 +73,11 @@ def gradcheck(sim, loss, *, groups=GROUPS, step=1e-5, max_entries=None, extrapol
         raise ValueError(f"gradcheck: groups must be among {list(GROUPS)}, got {unknown}")
     if not (0 < step < 1):
         raise ValueError(f"gradcheck: step must be in (0, 1), got {step}")
-    g = sim.gradient(loss)
+    g = sim.gradient(loss, method=method)
     backward = {
-        "params": np.concatenate([v.reshape(sim.B, -1) for v in g.params.values()], axis=1),
-        "initial_state": np.concatenate([v.reshape(sim.B, -1) for v in g.initial_state.values()], axis=1),
-        "actions": g.actions.reshape(sim.B, -1),
+        "params": lambda: np.concatenate([v.reshape(sim.B, -1) for v in g.params.values()], axis=1),
+        "initial_state": lambda: np.concatenate([v.reshape(sim.B, -1) for v in g.initial_state.values()], axis=1),
+        "actions": lambda: g.actions.reshape(sim.B, -1),
     }
     labels = {"params": sim.param_layout.labels(), "initial_state": sim.state_layout.labels(),
               "actions": [f"{sim.action_name}[{t}][{j}]" for t in range(sim.T) for j in range(sim.action_layout.size)]}
@@ -93,7 +94,7 @@ def gradcheck(sim, loss, *, groups=GROUPS, step=1e-5, max_entries=None, extrapol
             central[:, n] = _central(sim, loss, values, e, h)
             if extrapolate:
                 central[:, n] = (4 * _central(sim, loss, values, e, h / 2) - central[:, n]) / 3
-        ad = backward[group][:, entries]
+        ad = backward[group]()[:, entries]
         errors = relative_errors(ad, central)
         b, n = np.unravel_index(np.argmax(errors), errors.shape) if errors.size else (0, 0)
         report[group] = GroupCheck(group, float(errors.max(initial=0.0)),

@@ -103,8 +103,9 @@ class Layout:
             raise ValueError(f"{argument}: unknown {self.group} name {name!r}; allowed: {self.names}."
                              + near_miss(name, self.names))
 
-    def validated(self, name, value, batch, argument):
-        """``value`` broadcast to (batch, *shape) as float64, after checking shape, finiteness and bounds.
+    def validated(self, name, value, batch, argument, bounded=True):
+        """``value`` broadcast to (batch, *shape) as float64, after checking shape, finiteness and (when bounded) the
+        quantity's bounds; a direction or a perturbation is not bounded.
 
         Accepted: a scalar (every entry, every batch element), the declared shape (every batch element), or
         (batch, *shape)."""
@@ -120,7 +121,7 @@ class Layout:
         if not np.all(np.isfinite(array)):
             raise ValueError(f"{argument}: {name} contains NaN or infinite values")
         interval = self.quantities[name].interval
-        inside = interval.contains(array)
+        inside = interval.contains(array) if bounded else True
         if not np.all(inside):
             bad = array[~inside].flat[0]
             raise ValueError(f"{argument}: {name} must be in {interval}, got {bad:g}")

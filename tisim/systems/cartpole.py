@@ -9,7 +9,8 @@ optional Coulomb friction on the cart (regularized with tanh; mu_cart = 0 by def
 theta is measured from upright (0 balanced, pi hanging); l is the distance from the hinge to the pole's centre of mass
 (half the pole length). Semi-implicit Euler, velocities first, then positions (Gymnasium's 'semi-implicit euler').
 With the defaults (dt = 0.02, eps = 0.01) the friction is stiff for mu_cart > ~0.1: unclipped, a cart at rest would
-jitter with growing amplitude; clipped (friction_clip_to_stop), it stays at rest.
+jitter with growing amplitude; clipped (friction_clip_to_stop), it stays at rest. The clip is a property of the
+time step, so ``rates`` (the equations in continuous time, for the continuous adjoint) leaves it out.
 """
 import taichi as ti
 
@@ -41,9 +42,9 @@ class Cartpole(System):
 
     @staticmethod
     @ti.func
-    def cartpole_accelerations(x_dot, theta, theta_dot, force, g, m_cart, m_pole, l, mu_cart, eps, dt):
+    def cartpole_accelerations(theta, theta_dot, push, g, m_cart, m_pole, l):
+        # push: the net horizontal force on the cart, the action plus the track's friction
         total = m_cart + m_pole
-        push = force + friction_clip_to_stop(friction_coulomb_tanh(x_dot, total * g, mu_cart, eps), x_dot, total, dt)
         sin, cos = ti.sin(theta), ti.cos(theta)
         temp = (push + m_pole * l * theta_dot * theta_dot * sin) / total
         theta_acc = (g * sin - cos * temp) / (l * (4.0 / 3.0 - m_pole * cos * cos / total))
@@ -52,12 +53,27 @@ class Cartpole(System):
     @ti.func
     def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
         X, P = ti.static(self.X, self.P)
-        x_acc, theta_acc = self.cartpole_accelerations(
-            x[b, t, X.x_dot], x[b, t, X.theta], x[b, t, X.theta_dot], u[b, t, 0], theta[b, P.g],
-            theta[b, P.m_cart], theta[b, P.m_pole], theta[b, P.l], theta[b, P.mu_cart], theta[b, P.eps], dt)
+        total = theta[b, P.m_cart] + theta[b, P.m_pole]
+        friction = friction_coulomb_tanh(x[b, t, X.x_dot], total * theta[b, P.g], theta[b, P.mu_cart], theta[b, P.eps])
+        push = u[b, t, 0] + friction_clip_to_stop(friction, x[b, t, X.x_dot], total, dt)
+        x_acc, theta_acc = self.cartpole_accelerations(x[b, t, X.theta], x[b, t, X.theta_dot], push, theta[b, P.g],
+                                                       theta[b, P.m_cart], theta[b, P.m_pole], theta[b, P.l])
         pos, vel = semi_implicit_euler(x[b, t, X.x], x[b, t, X.x_dot], x_acc, dt)
         ang, ang_vel = semi_implicit_euler(x[b, t, X.theta], x[b, t, X.theta_dot], theta_acc, dt)
         x[b, t + 1, X.x] += pos
         x[b, t + 1, X.x_dot] += vel
         x[b, t + 1, X.theta] += ang
         x[b, t + 1, X.theta_dot] += ang_vel
+
+    @ti.func
+    def rates(self, x: ti.template(), theta: ti.template(), u: ti.template(), b, t, f: ti.template()):
+        X, P = ti.static(self.X, self.P)
+        total = theta[b, P.m_cart] + theta[b, P.m_pole]
+        push = u[b, t, 0] + friction_coulomb_tanh(x[b, X.x_dot], total * theta[b, P.g], theta[b, P.mu_cart],
+                                                  theta[b, P.eps])
+        x_acc, theta_acc = self.cartpole_accelerations(x[b, X.theta], x[b, X.theta_dot], push, theta[b, P.g],
+                                                       theta[b, P.m_cart], theta[b, P.m_pole], theta[b, P.l])
+        f[b, X.x] += x[b, X.x_dot]
+        f[b, X.x_dot] += x_acc
+        f[b, X.theta] += x[b, X.theta_dot]
+        f[b, X.theta_dot] += theta_acc

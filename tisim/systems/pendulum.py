@@ -7,7 +7,8 @@ DoublePendulum (both angles from the downward vertical, point masses m1, m2 on r
     ``double_pendulum_accelerations``. tau1 acts at the pivot (on the upper rod, against the ground); tau2 at the
     elbow acts on the lower rod and, in reaction, on the upper one: the generalized forces on the absolute angles are
     (tau1 - tau2, tau2), so the elbow torque alone leaves the total angular momentum about the pivot unchanged.
-Both are stepped with semi-implicit Euler (symplectic: with c = 0 the energy error stays bounded). The dynamics are
+Both are stepped with semi-implicit Euler (symplectic: with c = 0 the energy error stays bounded); ``rates`` gives the
+same equations in continuous time, for the continuous adjoint (tisim/adjoint.py). The dynamics are
 smooth; the double pendulum is chaotic, so its sensitivities grow exponentially with the horizon.
 """
 import taichi as ti
@@ -54,6 +55,14 @@ class Pendulum(System):
         x[b, t + 1, X.theta] += q_next
         x[b, t + 1, X.theta_dot] += w_next
 
+    @ti.func
+    def rates(self, x: ti.template(), theta: ti.template(), u: ti.template(), b, t, f: ti.template()):
+        X, P = ti.static(self.X, self.P)
+        q, w = x[b, X.theta], x[b, X.theta_dot]
+        alpha = self.angular_acceleration(q, w, u[b, t, 0], theta[b, P.g], theta[b, P.l], theta[b, P.m], theta[b, P.c])
+        f[b, X.theta] += w
+        f[b, X.theta_dot] += alpha + self.learned_acceleration(theta, b, q, w)
+
 
 class DoublePendulum(System):
     """Two point masses on two rods, the second hung from the first; torques at both joints."""
@@ -99,3 +108,15 @@ class DoublePendulum(System):
         x[b, t + 1, X.theta2] += q2_next
         x[b, t + 1, X.theta1_dot] += w1_next
         x[b, t + 1, X.theta2_dot] += w2_next
+
+    @ti.func
+    def rates(self, x: ti.template(), theta: ti.template(), u: ti.template(), b, t, f: ti.template()):
+        X, P = ti.static(self.X, self.P)
+        w1, w2 = x[b, X.theta1_dot], x[b, X.theta2_dot]
+        a1, a2 = self.double_pendulum_accelerations(x[b, X.theta1], x[b, X.theta2], w1, w2, u[b, t, 0], u[b, t, 1],
+                                                    theta[b, P.g], theta[b, P.l1], theta[b, P.l2], theta[b, P.m1],
+                                                    theta[b, P.m2])
+        f[b, X.theta1] += w1
+        f[b, X.theta2] += w2
+        f[b, X.theta1_dot] += a1
+        f[b, X.theta2_dot] += a2
