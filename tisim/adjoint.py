@@ -15,15 +15,15 @@ How it runs: the forward sweep keeps checkpoints (as method="checkpointed"); the
 segment's states and integrates lambda (and the parameter and action integrals) backward with classical RK4,
 evaluating F at the grid states and their midpoints. Each RK4 stage is one vector-Jacobian product of F alone:
 Taichi's reverse mode through the ``rates`` kernel at one state, never through the integrator.
-Memory: the checkpoints and one segment, O(B (T/L + L) S), as checkpointing; time: about 12 kernel calls per step,
-so it is slower than the discrete gradient on these small systems.
+Memory: the checkpoints and one segment, O(B (T/L + L) S), as checkpointing; time: 12 kernel calls per step, so it is
+much slower than the discrete gradient on these small systems (see demos/adjoint_gap.py).
 """
 import numpy as np
 import taichi as ti
 
 from tisim import runtime
 from tisim.checkpointing import _carry_back, _run_segment, forward_sweep
-from tisim.engine import Gradient, _copy, _download, is_small
+from tisim.engine import Gradient, _copy2, _download, is_small
 
 RK4_WEIGHTS = (1 / 6, 1 / 3, 1 / 3, 1 / 6)
 
@@ -49,16 +49,17 @@ class _VectorField:
         self.sim = sim
         self.x = ti.ndarray(real, (B, S), needs_grad=True)
         self.f = ti.ndarray(real, (B, S), needs_grad=True)
-        self.out = np.empty((B, S), dtype=runtime.numpy_real())
+        # host buffers at fixed addresses, so that the three calls per stage are bound calls (tisim/launch.py)
+        self.point, self.lam, self.out = (np.empty((B, S), dtype=runtime.numpy_real()) for _ in range(3))
         self.serial = is_small(B * S * 100)
 
     def vjp(self, point, t, lam, weight):
-        sim = self.sim
-        dtype = runtime.numpy_real()
-        _prepare_stage(np.ascontiguousarray(point, dtype=dtype), self.x, self.x.grad,
-                       np.ascontiguousarray(lam, dtype=dtype), weight, self.f.grad, self.serial)
-        sim._host._rates.grad(self.x, sim.theta, sim.u, t, self.f, self.serial)
-        _copy(self.x.grad, self.out)
+        sim, launch = self.sim, self.sim._launch
+        self.point[:] = point
+        self.lam[:] = lam
+        launch(_prepare_stage, self.point, self.x, self.x.grad, self.lam, weight, self.f.grad, self.serial)
+        launch(sim._host._rates, self.x, sim.theta, sim.u, t, self.f, self.serial, grad=True)
+        launch(_copy2, self.x.grad, self.out, self.serial)
         return self.out.astype(np.float64) / weight
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import taichi as ti
 
 from tisim import runtime
-from tisim.engine import Gradient, NonFiniteError, _download, _finish, is_small
+from tisim.engine import Gradient, NonFiniteError, _copy2, _download, _finish, is_small
 
 
 @ti.kernel
@@ -118,11 +118,11 @@ def forward_sweep(sim, loss, segments):
     sim._begin_pass()
     b = buffers
     sim.loss.fill(0)
-    _keep_initial(sim.x0, b.checkpoints, b.serial)
+    sim._launch(_keep_initial, sim.x0, b.checkpoints, b.serial)
     for k in range(b.count):
         t0, n = b.span(k, sim.T)
         _run_segment(sim, b, windows[k], k, t0, n)
-        _keep_state(b.xs, n, b.checkpoints, k + 1, b.serial)
+        sim._launch(_keep_state, b.xs, n, b.checkpoints, k + 1, b.serial)
         per_batch = _check_finite(sim, b, t0, n)
     if not np.all(np.isfinite(per_batch)):
         raise NonFiniteError(f"{type(sim).__name__}: the loss is non-finite: {per_batch}")
@@ -138,10 +138,10 @@ def checkpointed_gradient(sim, loss, segments=None):
     for k in reversed(range(b.count)):  # backward sweep: recompute the segment, differentiate it
         t0, n = b.span(k, sim.T)
         _run_segment(sim, b, None, k, t0, n)
-        _seed_end(b.xs.grad, n, b.lam, b.serial)
-        windows[k].backward(b.xs, sim.theta, b.us, sim.loss, b.serial)
-        sim._host._rollout.grad(b.xs, sim.theta, b.us, sim.dt, 0, n, b.serial)
-        _carry_back(b.xs.grad, b.lam, b.us.grad, t0, n, sim.u.grad, b.serial)
+        sim._launch(_seed_end, b.xs.grad, n, b.lam, b.serial)
+        windows[k].backward(b.xs, sim.theta, b.us, sim.loss, b.serial, sim._launch)
+        sim._launch(sim._host._rollout, b.xs, sim.theta, b.us, sim.dt, 0, n, b.serial, grad=True)
+        sim._launch(_carry_back, b.xs.grad, b.lam, b.us.grad, t0, n, sim.u.grad, b.serial)
     gradient = Gradient(None, float(per_batch.sum()), per_batch)
     gradient._groups.update(params=sim._fetch_gradient("params"), actions=sim._fetch_gradient("actions"),
                             initial_state=sim.state_layout.unpack(_download(b.lam)))
@@ -150,16 +150,17 @@ def checkpointed_gradient(sim, loss, segments=None):
 
 
 def _run_segment(sim, b, window, k, t0, n):
-    _load_segment(b.checkpoints, k, b.xs, b.xs.grad, sim.u, t0, n, b.us, b.us.grad, b.serial)
-    sim._host._rollout(b.xs, sim.theta, b.us, sim.dt, 0, n, b.serial)
+    sim._launch(_load_segment, b.checkpoints, k, b.xs, b.xs.grad, sim.u, t0, n, b.us, b.us.grad, b.serial)
+    sim._launch(sim._host._rollout, b.xs, sim.theta, b.us, sim.dt, 0, n, b.serial)
     if window is not None:
-        window.forward(b.xs, sim.theta, b.us, sim.loss, b.serial)
+        window.forward(b.xs, sim.theta, b.us, sim.loss, b.serial, sim._launch)
 
 
 def _check_finite(sim, b, t0, n):
     """Raises NonFiniteError at the first bad step of segment [t0, t0 + n]; returns the loss summed so far (B,)."""
-    _finish(b.xs, sim.loss, sim._status, b.serial)
-    status = _download(sim._status)
+    sim._launch(_finish, b.xs, sim.loss, sim._status, b.serial)
+    sim._launch(_copy2, sim._status, sim._status_host, True)
+    status = sim._status_host.astype(np.float64)
     first = status[:, 1]
     if np.any(first <= n):
         batch = int(np.argmin(first))

@@ -19,6 +19,7 @@ import numpy as np
 import taichi as ti
 
 from tisim import runtime
+from tisim.launch import Launches
 from tisim.quantities import Layout, near_miss
 
 METHODS = ("unrolled", "checkpointed", "forward", "adjoint")
@@ -287,6 +288,10 @@ class System:
         self.x0 = ti.ndarray(real, (B, self.state_layout.size))
         self.loss = ti.ndarray(real, (B,), needs_grad=True)
         self._status = ti.ndarray(real, (B, 2))
+        # kernel calls bound to these arrays (tisim/launch.py); the host-side copies below stay at fixed addresses
+        self._launch = Launches()
+        self._status_host = np.empty((B, 2), dtype=runtime.numpy_real())
+        self._u_grad_host = np.empty((B, T, self.action_layout.size), dtype=runtime.numpy_real())
         self._segments = {}  # segment length -> checkpointing buffers
         self._forward_mode = None  # forward-mode buffers (tisim/forward.py), made by the first forward-mode pass
         self._serial = is_small(B * (T + 1) * max(self.state_layout.size, 1))
@@ -392,7 +397,11 @@ class System:
             host = {"theta": self._theta, "x0": self._x0, "u": self._u}[name]
             if name == "theta" and not self.param_layout.size:
                 host = np.zeros((self.B, 1))
-            _copy(np.ascontiguousarray(host, dtype=real), getattr(self, name))
+            target = getattr(self, name)
+            if host.dtype == real and host.flags.c_contiguous:  # the simulator's own buffer: a bound call
+                self._launch(_copy2 if host.ndim == 2 else _copy3, host, target, is_small(host.size))
+            else:
+                _copy(np.ascontiguousarray(host, dtype=real), target)
         self._stale = set()
 
     def _begin_pass(self):
@@ -412,12 +421,15 @@ class System:
         """Rollout (and loss, if given); returns the per-element losses (B,), zeros without a loss."""
         self._ensure_trajectory()
         self._begin_pass()
-        _begin(self.x, self.x0, self.loss, self.x.grad, self.theta.grad, self.u.grad, self.loss.grad, self._serial)
-        self._host._rollout(self.x, self.theta, self.u, self.dt, 0, self.T, self._serial)
+        launch = self._launch
+        launch(_begin, self.x, self.x0, self.loss, self.x.grad, self.theta.grad, self.u.grad, self.loss.grad,
+               self._serial)
+        launch(self._host._rollout, self.x, self.theta, self.u, self.dt, 0, self.T, self._serial)
         if loss is not None:
-            loss.forward(self.x, self.theta, self.u, self.loss, self._serial)
-        _finish(self.x, self.loss, self._status, self._serial)
-        status = _download(self._status)
+            loss.forward(self.x, self.theta, self.u, self.loss, self._serial, launch)
+        launch(_finish, self.x, self.loss, self._status, self._serial)
+        launch(_copy2, self._status, self._status_host, True)
+        status = self._status_host.astype(np.float64)
         first = status[:, 1]
         if np.any(first <= self.T):
             b = int(np.argmin(first))
@@ -450,7 +462,7 @@ class System:
         return self._forward(self._bind(loss))
 
     def _backward_rollout(self):
-        self._host._rollout.grad(self.x, self.theta, self.u, self.dt, 0, self.T, self._serial)
+        self._launch(self._host._rollout, self.x, self.theta, self.u, self.dt, 0, self.T, self._serial, grad=True)
 
     def gradient(self, loss, *, method="unrolled", segments=None):
         """The loss and its gradient (see ``Gradient``); `method` picks how the derivatives are obtained:
@@ -484,7 +496,7 @@ class System:
         per_batch = self._forward(bound)
         if not np.all(np.isfinite(per_batch)):
             raise NonFiniteError(f"{type(self).__name__}: the loss is non-finite: {per_batch}")
-        bound.backward(self.x, self.theta, self.u, self.loss, self._serial)
+        bound.backward(self.x, self.theta, self.u, self.loss, self._serial, self._launch)
         self._backward_rollout()
         gradient = Gradient(self, float(per_batch.sum()), per_batch)
         self._last_gradient = weakref.ref(gradient)
@@ -494,7 +506,8 @@ class System:
         if group == "params":
             return self.param_layout.unpack(_download(self.theta.grad)[:, :self.param_layout.size])
         if group == "actions":
-            return _download(self.u.grad).reshape((self.B, self.T) + self.action_shape)
+            self._launch(_copy3, self.u.grad, self._u_grad_host, is_small(self._u_grad_host.size))
+            return self._u_grad_host.astype(np.float64).reshape((self.B, self.T) + self.action_shape)
         if group == "initial_state":  # lambda_0 alone, without copying the whole adjoint
             first = np.empty((self.B, self.state_layout.size), dtype=runtime.numpy_real())
             _copy_step(self.x.grad, 0, first)

@@ -234,6 +234,11 @@ def _quadratic(x: ti.types.ndarray(ndim=3), u: ti.types.ndarray(ndim=3), L: ti.t
                 L[b] += w_effort * u[b, t, j] ** 2
 
 
+def _plain(kernel, *args, grad=False):
+    """Taichi's own call (the engine passes its bound calls instead; tisim/launch.py)."""
+    return (kernel.grad if grad else kernel)(*args)
+
+
 class _Bound:
     """A loss bound to one simulator: every built-in term as entries (time, state offset, weight (B,), target (B,),
     linear weight) in one set of arrays, custom terms with their step arrays, the effort weight.
@@ -287,15 +292,16 @@ class _Bound:
                    for w, kernels, steps in self.custom_steps]
         return _Bound(self.batch, rows, customs, self.w_effort)
 
-    def forward(self, x, theta, u, L, serial):
-        _quadratic(x, u, L, self.time, self.offset, self.w, self.target, self.linear, self.w_effort, serial)
+    def forward(self, x, theta, u, L, serial, launch=_plain):
+        launch(_quadratic, x, u, L, self.time, self.offset, self.w, self.target, self.linear, self.w_effort, serial)
         for weight, kernels, steps in self.customs:
-            kernels.accumulate(x, theta, u, L, steps, weight, serial)
+            launch(kernels.accumulate, x, theta, u, L, steps, weight, serial)
 
-    def backward(self, x, theta, u, L, serial):
+    def backward(self, x, theta, u, L, serial, launch=_plain):
         for weight, kernels, steps in reversed(self.customs):
-            kernels.accumulate.grad(x, theta, u, L, steps, weight, serial)
-        _quadratic.grad(x, u, L, self.time, self.offset, self.w, self.target, self.linear, self.w_effort, serial)
+            launch(kernels.accumulate, x, theta, u, L, steps, weight, serial, grad=True)
+        launch(_quadratic, x, u, L, self.time, self.offset, self.w, self.target, self.linear, self.w_effort, serial,
+               grad=True)
 
 
 def _int_array(values):
