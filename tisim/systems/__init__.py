@@ -7,6 +7,7 @@ from tisim.systems.pendulum import DoublePendulum, Pendulum
 from tisim.systems.residual_pendulum import ResidualPendulum
 from tisim.systems.rigid2d import Rigid2D
 from tisim.systems.sliding_block import SlidingBlock
+from tisim.systems.stiff_chain import StiffChain
 
 __all__ = [
     "BouncingBall",
@@ -19,4 +20,5 @@ __all__ = [
     "Rigid2D",
     "ScalarLinear",
     "SlidingBlock",
+    "StiffChain",
 ]
