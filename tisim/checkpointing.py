@@ -104,17 +104,22 @@ def segment_length(T, segments):
     return math.ceil(T / segments)
 
 
+def segment_windows(sim, loss, buffers):
+    """The loss restricted to each segment of `buffers` (kept on the bound loss, per segment length)."""
+    bound = sim._bind(loss)
+    if buffers.length not in bound.windows:
+        bound.windows[buffers.length] = [bound.window(*buffers.span(k, sim.T), k == buffers.count - 1)
+                                         for k in range(buffers.count)]
+    return bound.windows[buffers.length]
+
+
 def forward_sweep(sim, loss, segments):
     """Run the rollout segment by segment, keeping the checkpoints and summing the loss.
 
     Returns (buffers, the loss restricted to each segment, the loss of each batch element (B,))."""
     length = segment_length(sim.T, segments)
     buffers = sim._segments.get(length) or sim._segments.setdefault(length, Segments(sim, length))
-    bound = sim._bind(loss)
-    if length not in bound.windows:
-        bound.windows[length] = [bound.window(*buffers.span(k, sim.T), k == buffers.count - 1)
-                                 for k in range(buffers.count)]
-    windows = bound.windows[length]
+    windows = segment_windows(sim, loss, buffers)
     sim._begin_pass()
     b = buffers
     sim.loss.fill(0)
@@ -140,7 +145,7 @@ def checkpointed_gradient(sim, loss, segments=None):
         _run_segment(sim, b, None, k, t0, n)
         sim._launch(_seed_end, b.xs.grad, n, b.lam, b.serial)
         windows[k].backward(b.xs, sim.theta, b.us, sim.loss, b.serial, sim._launch)
-        sim._launch(sim._host._rollout, b.xs, sim.theta, b.us, sim.dt, 0, n, b.serial, grad=True)
+        sim._launch(sim._rollout_kernel, b.xs, sim.theta, b.us, sim.dt, 0, n, b.serial, grad=True)
         sim._launch(_carry_back, b.xs.grad, b.lam, b.us.grad, t0, n, sim.u.grad, b.serial)
     gradient = Gradient(None, float(per_batch.sum()), per_batch)
     gradient._groups.update(params=sim._fetch_gradient("params"), actions=sim._fetch_gradient("actions"),
@@ -151,7 +156,7 @@ def checkpointed_gradient(sim, loss, segments=None):
 
 def _run_segment(sim, b, window, k, t0, n):
     sim._launch(_load_segment, b.checkpoints, k, b.xs, b.xs.grad, sim.u, t0, n, b.us, b.us.grad, b.serial)
-    sim._launch(sim._host._rollout, b.xs, sim.theta, b.us, sim.dt, 0, n, b.serial)
+    sim._launch(sim._rollout_kernel, b.xs, sim.theta, b.us, sim.dt, 0, n, b.serial)
     if window is not None:
         window.forward(b.xs, sim.theta, b.us, sim.loss, b.serial, sim._launch)
 

@@ -290,6 +290,7 @@ class System:
         self._status = ti.ndarray(real, (B, 2))
         # kernel calls bound to these arrays (tisim/launch.py); the host-side copies below stay at fixed addresses
         self._launch = Launches()
+        self._rollout_kernel = self._host._rollout  # each attribute read of a data-oriented kernel costs ~7 us
         self._status_host = np.empty((B, 2), dtype=runtime.numpy_real())
         self._u_grad_host = np.empty((B, T, self.action_layout.size), dtype=runtime.numpy_real())
         self._segments = {}  # segment length -> checkpointing buffers
@@ -424,7 +425,7 @@ class System:
         launch = self._launch
         launch(_begin, self.x, self.x0, self.loss, self.x.grad, self.theta.grad, self.u.grad, self.loss.grad,
                self._serial)
-        launch(self._host._rollout, self.x, self.theta, self.u, self.dt, 0, self.T, self._serial)
+        launch(self._rollout_kernel, self.x, self.theta, self.u, self.dt, 0, self.T, self._serial)
         if loss is not None:
             loss.forward(self.x, self.theta, self.u, self.loss, self._serial, launch)
         launch(_finish, self.x, self.loss, self._status, self._serial)
@@ -462,7 +463,8 @@ class System:
         return self._forward(self._bind(loss))
 
     def _backward_rollout(self):
-        self._launch(self._host._rollout, self.x, self.theta, self.u, self.dt, 0, self.T, self._serial, grad=True)
+        self._launch(self._rollout_kernel, self.x, self.theta, self.u, self.dt, 0, self.T, self._serial,
+                     grad=True)
 
     def gradient(self, loss, *, method="unrolled", segments=None):
         """The loss and its gradient (see ``Gradient``); `method` picks how the derivatives are obtained:

@@ -24,7 +24,7 @@ import numpy as np
 import taichi as ti
 
 from tisim import runtime
-from tisim.checkpointing import Segments, _check_finite
+from tisim.checkpointing import Segments, _check_finite, segment_windows
 from tisim.engine import Gradient, NonFiniteError, _copy, _download, is_small
 
 BUFFER_ENTRIES = 1 << 16  # state entries (B x S x steps) one segment buffer holds, at most
@@ -166,13 +166,7 @@ class _Pass:
 
     def windows(self, loss):
         """The loss restricted to each segment (None without a loss)."""
-        if loss is None:
-            return None
-        bound = self.sim._bind(loss)
-        if self.length not in bound.windows:
-            bound.windows[self.length] = [bound.window(*self.segments.span(k, self.sim.T), k == self.count - 1)
-                                          for k in range(self.count)]
-        return bound.windows[self.length]
+        return None if loss is None else segment_windows(self.sim, loss, self.segments)
 
     def run(self, windows, dtheta, dx0, du):
         """One pass along (dtheta (B, P), dx0 (B, S), du (B, T, A) or None): (loss, derivative, final tangent)."""

@@ -15,10 +15,15 @@ import numpy as np
 import taichi as ti
 from taichi.lang import impl
 from taichi.lang._ndarray import Ndarray
+from taichi.lang.enums import AutodiffMode
 
 from tisim import runtime
 
 CACHE_SIZE = 2048  # bound calls kept per simulator (a checkpointed pass binds a few per segment)
+
+
+SCALARS = frozenset({int, float, np.int32, np.int64, np.float32, np.float64})  # runtime values, set at each call
+_PLAIN = object()  # a call that could not be bound: Taichi's own call path
 
 
 class _Bound:
@@ -29,6 +34,8 @@ class _Bound:
         program = impl.get_runtime().prog
         self.data = program.compile_kernel(program.config(), program.get_device_caps(), t_kernel)
         self.program, self.t_kernel = program, t_kernel
+        self.name = kernel.func.__name__ + (".grad" if kernel.autodiff_mode != AutodiffMode.NONE else "")
+        builder = type(t_kernel.make_launch_context())
         self.fixed, self.scalars, self.keep = [], [], []
         slot = 0
         for position, (value, argument) in enumerate(zip(arguments, kernel.arguments)):
@@ -38,31 +45,34 @@ class _Bound:
             slot += 1
             if isinstance(value, Ndarray):
                 if value.grad is not None:
-                    self.fixed.append(("set_arg_ndarray_with_grad", index, (value.arr, value.grad.arr)))
+                    self.fixed.append((builder.set_arg_ndarray_with_grad, index, (value.arr, value.grad.arr)))
                 else:
-                    self.fixed.append(("set_arg_ndarray", index, (value.arr,)))
+                    self.fixed.append((builder.set_arg_ndarray, index, (value.arr,)))
                 self.keep.append(value)
             elif isinstance(value, np.ndarray):
-                self.fixed.append(("set_arg_external_array_with_shape", index,
+                self.fixed.append((builder.set_arg_external_array_with_shape, index,
                                    (int(value.ctypes.data), value.nbytes, value.shape, 0)))
                 self.keep.append(value)
             elif isinstance(value, (float, np.floating)):
-                self.scalars.append((position, "set_arg_float", index, float))
+                self.scalars.append((position, builder.set_arg_float, index, float))
             else:
-                self.scalars.append((position, "set_arg_int", index, int))
+                self.scalars.append((position, builder.set_arg_int, index, int))
 
     def __call__(self, arguments):
         context = self.t_kernel.make_launch_context()  # a context is spent by its launch: measured, reuse crashes
-        for name, index, values in self.fixed:
-            getattr(context, name)(index, *values)
-        for position, name, index, cast in self.scalars:
-            getattr(context, name)(index, cast(arguments[position]))
+        for method, index, values in self.fixed:
+            method(context, index, *values)
+        for position, method, index, cast in self.scalars:
+            method(context, index, cast(arguments[position]))
         self.program.launch_kernel(self.data, context)
 
 
 class Launches:
     """``launches(kernel, *args)`` runs kernel(*args); ``launches(kernel, *args, grad=True)`` its reverse-mode
-    gradient. Kernels are @ti.kernel functions or kernels of a data-oriented instance."""
+    gradient. Kernels are @ti.kernel functions or kernels of a data-oriented instance.
+
+    A binding is found by the kernel and the identity of every argument but the scalars, so arrays must be the
+    same objects from call to call (the engine's are) for a call to be bound."""
 
     def __init__(self):
         self._bound = collections.OrderedDict()
@@ -72,26 +82,26 @@ class Launches:
         owner = getattr(function, "_kernel_owner", None)
         kernel = (function._adjoint if owner is not None else function.grad) if grad else function._primal
         arguments = args if owner is None else (owner,) + args
-        key = (id(kernel), id(owner), tuple(
-            id(value) if isinstance(value, (Ndarray, np.ndarray)) else
-            (value if isinstance(argument.annotation, ti.template) else type(value))
-            for value, argument in zip(arguments, kernel.arguments)))
+        key = (id(kernel),) + tuple([type(value) if type(value) in SCALARS else id(value) for value in arguments])
         bound = self._bound.get(key)
         if bound is None:
             bound = self._bind(key, kernel, arguments)
-            if bound is None:
-                return (function.grad if grad else function)(*args)
+        if bound is _PLAIN:
+            return (function.grad if grad else function)(*args)
         bound(arguments)
 
     def _bind(self, key, kernel, arguments):
-        if not self._cpu and any(isinstance(value, np.ndarray) for value in arguments):
-            return None
-        if any(isinstance(value, np.ndarray) and not value.flags.c_contiguous for value in arguments):
-            return None
-        try:
-            bound = _Bound(kernel, arguments)
-        except Exception:  # an internal Taichi change: the plain call still works
-            return None
+        bound = _PLAIN
+        arrays = [value for value in arguments if isinstance(value, np.ndarray)]
+        templates = [value for value, argument in zip(arguments, kernel.arguments)
+                     if isinstance(argument.annotation, ti.template)]
+        # numpy arrays on a GPU need the copies Taichi's call path arranges; a number as a template is not in the key
+        if (self._cpu or not arrays) and all(a.flags.c_contiguous for a in arrays) and \
+                not any(type(value) in SCALARS for value in templates):
+            try:
+                bound = _Bound(kernel, arguments)
+            except Exception:  # an internal Taichi change: the plain call still works
+                bound = _PLAIN
         self._bound[key] = bound
         if len(self._bound) > CACHE_SIZE:
             self._bound.popitem(last=False)
