@@ -1,16 +1,18 @@
-# Memory and time of the backward pass, unrolled against checkpointed, as the horizon grows: a pendulum at
-# T = 1e3, 1e4, 1e5 steps, the 256-particle reference mass-spring body at T = 1e3, 1e4 (906 actuated springs: its
-# actions, O(T) in any method, weigh as much as its states) and the 33-particle worm robot (5 actuators) at
-# T = 1e3, 1e4, 1e5, all f64. Each case runs in its own process, so that the resident memory it adds (its arrays,
-# kept on the simulator after the pass) is its own; time is the median of a few gradient calls after a first,
-# compiling one.
+# Memory and time of the gradient, unrolled against checkpointed (and forward mode for the pendulum), as the horizon
+# grows: a pendulum at T = 1e3, 1e4, 1e5 steps, the 256-particle reference mass-spring body at T = 1e3, 1e4 (906
+# actuated springs: its actions, O(T) in any method, weigh as much as its states) and the 33-particle worm robot
+# (5 actuators) at T = 1e3, 1e4, 1e5, all f64. Each case runs in its own process, so that the resident memory it adds
+# (its arrays, kept on the simulator after the pass) is its own; time is the median of a few gradient calls after a
+# first, compiling one.
 #
-# Command: python benchmarks/checkpointing.py [--repeats 3] [--out out]
+# Command: python benchmarks/checkpointing.py [--repeats 3] [--out out]   -> out/checkpointing.md and .png
 import argparse
 import json
 import pathlib
 import subprocess
 import sys
+
+import numpy as np
 
 CASE = """
 import json, statistics, sys, time
@@ -53,30 +55,62 @@ def run(system, horizon, method, repeats):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+METHODS = {"pendulum": ("unrolled", "checkpointed", "forward"), "mass_spring": ("unrolled", "checkpointed"),
+           "worm": ("unrolled", "checkpointed")}  # forward mode cannot compile MassSpring's step (a Taichi 1.7 limit)
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="Memory and time of unrolled against checkpointed gradients.")
+    parser = argparse.ArgumentParser(description="Memory and time of unrolled, checkpointed and forward gradients.")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default="out")
     args = parser.parse_args(argv)
-    lines = ["| system | T | unrolled MB | checkpointed MB | memory ratio | unrolled s | checkpointed s | time ratio |",
-             "|---|---|---|---|---|---|---|---|"]
+    if args.repeats < 1:
+        parser.error(f"--repeats must be >= 1, got {args.repeats}")
+    lines = ["| system | T | method | resident MB added | memory / unrolled | seconds | time / unrolled |",
+             "|---|---|---|---|---|---|---|"]
     cases = (("pendulum", "pendulum", (1_000, 10_000, 100_000)),
              ("mass_spring", "mass-spring 256", (1_000, 10_000)),
              ("worm", "mass-spring worm", (1_000, 10_000, 100_000)))
+    results = {}
     for name, system, horizons in cases:
         for T in horizons:
-            full, saved = (run(name, T, method, args.repeats) for method in ("unrolled", "checkpointed"))
-            assert abs(full["value"] - saved["value"]) <= 1e-9 * abs(full["value"]), (full, saved)
-            lines.append(f"| {system} | {T:,} | {full['kib'] / 1024:.1f} | {saved['kib'] / 1024:.1f} | "
-                         f"{saved['kib'] / max(full['kib'], 1):.2f} | {full['seconds']:.3f} | "
-                         f"{saved['seconds']:.3f} | {saved['seconds'] / full['seconds']:.2f} |")
-            print(lines[-1], flush=True)
+            full = None
+            for method in METHODS[name]:
+                row = run(name, T, method, args.repeats)
+                full = full or row
+                assert abs(row["value"] - full["value"]) <= 1e-9 * abs(full["value"]), (full, row)
+                results.setdefault((system, method), []).append((T, row["kib"] / 1024, row["seconds"]))
+                lines.append(f"| {system} | {T:,} | {method} | {row['kib'] / 1024:.1f} | "
+                             f"{row['kib'] / max(full['kib'], 1):.2f} | {row['seconds']:.3f} | "
+                             f"{row['seconds'] / full['seconds']:.2f} |")
+                print(lines[-1], flush=True)
     table = "\n".join(lines)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "checkpointing.md").write_text(table + "\n")
+    plot(results, out / "checkpointing.png")
     print(table)
     return table
+
+
+def plot(results, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (memory, time) = plt.subplots(1, 2, figsize=(10, 4))
+    for (system, method), rows in results.items():
+        T, mb, seconds = np.array(rows).T
+        style = {"unrolled": "o-", "checkpointed": "s--", "forward": "^:"}[method]
+        memory.loglog(T, np.maximum(mb, 0.1), style, label=f"{system}, {method}")
+        time.loglog(T, seconds, style, label=f"{system}, {method}")
+    memory.set(xlabel="horizon T [steps]", ylabel="resident memory added [MB]")
+    time.set(xlabel="horizon T [steps]", ylabel="rollout + gradient [s]")
+    memory.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -174,17 +174,20 @@ def launch_probe(serialize):
 
 @contextlib.contextmanager
 def taichi_calls(sync):
-    """While active, time every outermost Taichi call: kernel launches by name (".grad" for reverse mode), ndarray
-    transfers and fills. Yields {label: [seconds, calls]}. Patches Taichi 1.7's classes, none of tisim's."""
+    """While active, time every outermost Taichi call: kernel launches by name (".grad" for reverse mode; "bound"
+    for tisim's bound calls, tisim/launch.py), ndarray transfers and fills. Yields {label: [seconds, calls]}."""
     from taichi.lang import _ndarray, kernel_impl
     from taichi.lang.enums import AutodiffMode
+
+    from tisim import launch
 
     totals, depth = collections.defaultdict(lambda: [0.0, 0]), [0]
     labels = [(kernel_impl.Kernel, "__call__", lambda k: k.func.__name__ + (
                   ".grad" if k.autodiff_mode != AutodiffMode.NONE else "")),
               (_ndarray.ScalarNdarray, "to_numpy", lambda a: "ndarray.to_numpy"),
               (_ndarray.ScalarNdarray, "from_numpy", lambda a: "ndarray.from_numpy"),
-              (_ndarray.Ndarray, "fill", lambda a: f"ndarray.fill ({a.dtype})")]
+              (_ndarray.Ndarray, "fill", lambda a: f"ndarray.fill ({a.dtype})"),
+              (launch._Bound, "__call__", lambda b: b.name + " (bound)")]
     originals = [(owner, name, getattr(owner, name)) for owner, name, _ in labels]
 
     def timed(original, label):

@@ -1,5 +1,5 @@
-# Per-iteration cost of every system: one rollout, and one rollout + loss + backward pass ("what an optimizer
-# iteration pays", with fresh actions each time), at T=500 and batch 1, and the backward/forward ratio.
+# Per-iteration cost of every system: one rollout + loss, and one rollout + loss + backward pass + dL/da ("what an
+# optimizer iteration pays", with fresh actions each time), at T=500 and batch 1, and the backward/forward ratio.
 # Same process, interleaved, medians over repeats; compile time (first call) reported apart.
 #
 # Command: python benchmarks/systems.py [--horizon 500] [--batch 1] [--repeats 50] [--arch cpu] [--out out]
@@ -12,6 +12,7 @@ import numpy as np
 
 import tisim
 from tisim.losses import Effort, TerminalTarget
+from tisim.robots import grid
 
 CASES = {  # system: (constructor values, a terminal target on its states)
     "ScalarLinear": ({}, {"x": 2.0}),
@@ -21,6 +22,10 @@ CASES = {  # system: (constructor values, a terminal target on its states)
     "Cartpole": ({"theta": np.pi}, {"theta": 0.0, "x": 0.0}),
     "BouncingBall": ({"py": 1.0, "vx": 1.0}, {"px": 2.0}),
     "SlidingBlock": ({"v": 1.0}, {"x": 0.5}),
+    "ResidualPendulum": ({"theta": 1.0}, {"theta": 0.0}),
+    "StiffChain": ({}, {"x": np.zeros(3)}),
+    "Rigid2D": ({"n_discs": 2, "n_boxes": 1}, {"px": np.zeros(3), "py": np.zeros(3)}),
+    "MassSpring": ({"robot": grid(8, 4)}, {"pos": grid(8, 4).particles + [0.1, 0.0]}),  # 32 particles, 98 springs
 }
 
 
@@ -43,7 +48,7 @@ def measure(name, horizon, batch, repeats):
     forward, full = [], []
     for i in range(repeats):
         u = pool[i % 4]
-        forward.append(clock(lambda: (sim.set_actions(u), sim.rollout())))
+        forward.append(clock(lambda: (sim.set_actions(u), sim.evaluate(loss))))
         full.append(clock(lambda: (sim.set_actions(u), sim.gradient(loss).actions)))
     f, g = statistics.median(forward), statistics.median(full)
     size = sim.state_layout.size
@@ -61,7 +66,7 @@ def main(argv=None):
     tisim.init(arch=args.arch)
     lines = [f"T={args.horizon}, B={args.batch}, arch={args.arch}, f64; times in ms, medians of {args.repeats}; "
              "backward/forward = (gradient - rollout) / rollout.", "",
-             "| system | S | first call (compile) | rollout | rollout + gradient | backward/forward |",
+             "| system | S | first call (compile) | rollout + loss | rollout + gradient | backward/forward |",
              "|---|---|---|---|---|---|"]
     lines += [measure(name, args.horizon, args.batch, args.repeats) for name in CASES]
     table = "\n".join(lines)
