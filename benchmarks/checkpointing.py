@@ -51,7 +51,9 @@ print(json.dumps({"kib": resident_kib() - before, "seconds": statistics.median(t
 
 def run(system, horizon, method, repeats):
     out = subprocess.run([sys.executable, "-c", CASE, system, str(horizon), method, str(repeats)],
-                         capture_output=True, text=True, check=True)
+                         capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(f"{system}, T={horizon}, {method} failed (exit {out.returncode}):\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

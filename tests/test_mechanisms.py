@@ -13,6 +13,7 @@ CARTPOLE_LOSS = tisim.losses.TerminalTarget({"x": 0.2, "theta": 0.0, "theta_dot"
 
 
 def pendulum(horizon=150, dt=0.01, batch=2):
+    # batch element 1 has a shorter rod and starts swinging
     sim = Pendulum(horizon=horizon, batch=batch, dt=dt, theta=[0.3, -0.8][:batch], theta_dot=[0.0, 1.0][:batch],
                    c=0.1, l=[1.0, 0.7][:batch])
     t = np.arange(horizon) * dt
@@ -188,12 +189,16 @@ def test_continuous_adjoint_action_gradients_and_tracking_loss():
     assert gaps[1] < gaps[0] / 4 and gaps[1] < 1e-2, gaps
 
 
-def test_continuous_adjoint_against_central_differences():
-    """At dt = 2 ms the continuous adjoint matches central differences of the discrete loss within 1% (measured:
-    4.6e-4 in the parameters, 7.1e-3 in the smaller theta_dot entry of the initial state)."""
-    sim = pendulum(horizon=500, dt=0.002, batch=1)
-    report = tisim.gradcheck(sim, PENDULUM_LOSS, groups=("params", "initial_state"), method="adjoint")
-    assert report.worst < 1e-2, str(report)
+@pytest.mark.parametrize("make, loss, horizon", [(pendulum, PENDULUM_LOSS, 500), (cartpole, CARTPOLE_LOSS, 500)])
+def test_continuous_adjoint_against_central_differences(make, loss, horizon):
+    """At dt = 2 ms the continuous adjoint matches central differences of the discrete loss within 1% of each group's
+    largest entry. It approximates to O(dt), so small entries carry the same absolute error: entry by entry the
+    relative gap reaches 8% (cart-pole, m_cart)."""
+    sim = make(horizon=horizon, dt=0.002)
+    report = tisim.gradcheck(sim, loss, groups=("params", "initial_state"), method="adjoint")
+    for check in report.values():
+        gap = np.abs(check.backward - check.central).max() / np.abs(check.central).max()
+        assert gap < 1e-2, (check.group, gap)
 
 
 def test_continuous_adjoint_needs_an_ode():

@@ -16,7 +16,7 @@ import numpy as np
 import taichi as ti
 
 from tisim import runtime
-from tisim.engine import Gradient, NonFiniteError, _copy2, _download, _finish, is_small
+from tisim.engine import Gradient, NonFiniteError, _download, _finish, is_small
 
 
 @ti.kernel
@@ -163,8 +163,7 @@ def _run_segment(sim, b, window, k, t0, n):
 
 def _check_finite(sim, b, t0, n):
     """Raises NonFiniteError at the first bad step of segment [t0, t0 + n]; returns the loss summed so far (B,)."""
-    sim._launch(_finish, b.xs, sim.loss, sim._status, b.serial)
-    sim._launch(_copy2, sim._status, sim._status_host, True)
+    sim._launch(_finish, b.xs, sim.loss, sim._status_host, b.serial)
     status = sim._status_host.astype(np.float64)
     first = status[:, 1]
     if np.any(first <= n):

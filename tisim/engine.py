@@ -61,7 +61,7 @@ def _begin(x: ti.types.ndarray(ndim=3), x0: ti.types.ndarray(ndim=2), loss: ti.t
 @ti.kernel
 def _finish(x: ti.types.ndarray(ndim=3), loss: ti.types.ndarray(ndim=1), status: ti.types.ndarray(ndim=2),
             serial: ti.template()):
-    # status[b] = (loss, first step with a non-finite state or T+1): one read-back per pass
+    # status[b] = (loss, first step with a non-finite state or T+1), into a host array: one read-back per pass
     ti.loop_config(serialize=serial)
     for b in range(x.shape[0]):
         first = x.shape[1]
@@ -287,7 +287,6 @@ class System:
         self.u = ti.ndarray(real, (B, T, self.action_layout.size), needs_grad=True)
         self.x0 = ti.ndarray(real, (B, self.state_layout.size))
         self.loss = ti.ndarray(real, (B,), needs_grad=True)
-        self._status = ti.ndarray(real, (B, 2))
         # kernel calls bound to these arrays (tisim/launch.py); the host-side copies below stay at fixed addresses
         self._launch = Launches()
         self._rollout_kernel = self._host._rollout  # each attribute read of a data-oriented kernel costs ~7 us
@@ -428,8 +427,7 @@ class System:
         launch(self._rollout_kernel, self.x, self.theta, self.u, self.dt, 0, self.T, self._serial)
         if loss is not None:
             loss.forward(self.x, self.theta, self.u, self.loss, self._serial, launch)
-        launch(_finish, self.x, self.loss, self._status, self._serial)
-        launch(_copy2, self._status, self._status_host, True)
+        launch(_finish, self.x, self.loss, self._status_host, self._serial)
         status = self._status_host.astype(np.float64)
         first = status[:, 1]
         if np.any(first <= self.T):

@@ -77,6 +77,11 @@ class Launches:
     def __init__(self):
         self._bound = collections.OrderedDict()
         self._cpu = runtime.settings()["arch"] == "cpu"
+        runtime._bound_calls.add(self)
+
+    def clear(self):
+        """Forget every binding (before a runtime restart)."""
+        self._bound.clear()
 
     def __call__(self, function, *args, grad=False):
         owner = getattr(function, "_kernel_owner", None)

@@ -7,6 +7,7 @@ can create and discard any number of simulators (Taichi's field trees run out at
 import os
 import tempfile
 import warnings
+import weakref
 
 os.environ.setdefault("TI_SKIP_VERSION_CHECK", "ON")  # no network here; the check only delays start-up
 with warnings.catch_warnings():
@@ -19,6 +20,7 @@ PRECISIONS = {"f32": ti.f32, "f64": ti.f64}
 _settings = None  # the settings of the live runtime, or None before the first init
 _generation = 0  # bumped by every (re)initialization; arrays of an older generation are dead
 _hosts = {}  # (class, structure) -> the shared instance that kernels are compiled on
+_bound_calls = weakref.WeakSet()  # every Launches (tisim/launch.py): they hold handles into the live program
 
 
 def _cache_folder(path):
@@ -66,6 +68,10 @@ def init(arch="cpu", precision="f64", deterministic=False, threads=None, debug=F
     if settings == _settings:
         return
     if _settings is not None:
+        # Bound calls hold handles to compiled kernels that the old program owns: drop them while it still exists
+        # (measured: kept past ti.reset, they corrupted later launches, "argument not found")
+        for calls in list(_bound_calls):
+            calls.clear()
         ti.reset()
     options = dict(arch=ARCHS[arch], default_fp=PRECISIONS[precision], debug=debug, fast_math=False,
                    offline_cache=True, log_level=ti.WARN)
