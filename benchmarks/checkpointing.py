@@ -3,7 +3,7 @@
 # actuated springs: its actions, O(T) in any method, weigh as much as its states) and the 33-particle worm robot
 # (5 actuators) at T = 1e3, 1e4, 1e5, all f64. Each case runs in its own process, so that the resident memory it adds
 # (its arrays, kept on the simulator after the pass) is its own; time is the median of a few gradient calls after a
-# first, compiling one.
+# first, compiling one, at the small size and at the measured one.
 #
 # Command: python benchmarks/checkpointing.py [--repeats 3] [--out out]   -> out/checkpointing.md and .png
 import argparse
@@ -39,6 +39,7 @@ small, small_loss = make(10)
 small.gradient(small_loss, method=method)  # compile first: compiling takes memory of its own
 before = resident_kib()
 sim, loss = make(horizon)
+sim.gradient(loss, method=method).params  # untimed: kernel variants for this size (serial or not) compile here
 times = []
 for _ in range(repeats):
     started = time.perf_counter()

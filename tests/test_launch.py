@@ -1,7 +1,11 @@
 """Bound kernel calls (tisim/launch.py) do exactly what Taichi's own calls do."""
+import gc
+
 import numpy as np
 import taichi as ti
+from conftest import TEST_SETTINGS
 
+import tisim
 from tisim.launch import Launches
 
 
@@ -56,3 +60,20 @@ def test_numpy_arguments_are_written_back_and_templates_key_the_binding():
         launch(_scaled_sum, x, 1.0, 5, host, serial)
         np.testing.assert_allclose(host, (np.arange(15.0).reshape(3, 5) ** 2).sum(axis=1))
     assert len(launch._bound) == 2
+
+
+def test_a_restart_drops_every_binding():
+    """tisim.init with new settings restarts Taichi; bindings hold handles into the old program, so they are dropped
+    first (kept, they broke later launches: "argument not found"), and new simulators bind afresh."""
+    old = tisim.systems.Pendulum(horizon=20, theta=0.5)
+    loss = tisim.losses.TerminalTarget({"theta": 0.0})
+    expected = old.gradient(loss).params["l"]
+    assert len(old._launch._bound) > 0
+    tisim.init(arch="cpu", precision="f32")
+    tisim.init(**TEST_SETTINGS)
+    assert len(old._launch._bound) == 0
+    del old
+    gc.collect()
+    fresh = tisim.systems.Pendulum(horizon=20, theta=0.5)
+    for _ in range(3):
+        np.testing.assert_array_equal(fresh.gradient(loss).params["l"], expected)
