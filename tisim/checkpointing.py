@@ -3,9 +3,10 @@
 Unrolled reverse mode keeps all T+1 states: memory O(B T S). Here the forward sweep keeps only the states at the
 segment starts t_k = k L (the checkpoints), and the backward sweep, segment by segment from the last, re-runs the
 segment's L steps from its checkpoint into a small buffer and differentiates it, carrying the adjoint lambda_{t_k}
-to the segment before. Memory O(B (T/L + L) S), smallest at L ~ sqrt(T); time: one more forward rollout (about
-1.3-1.5x the unrolled gradient). In deterministic mode the gradients equal the unrolled ones bitwise for the
-built-in losses (same operations in the same order); custom losses that touch theta may differ in the last bits.
+to the segment before. Memory O(B (T/L + L) S), smallest at L ~ sqrt(T): the default, unless that makes segments
+too short to repay their kernel calls. Time: one more forward rollout (about 1.3-1.5x the unrolled gradient). In
+deterministic mode the gradients equal the unrolled ones bitwise for the built-in losses (same operations in the
+same order); custom losses that touch theta may differ in the last bits.
 
 A loss term is evaluated on the segment that holds its step: the built-in losses and ``Custom`` functions that read
 step t only. The per-step adjoint is not kept (that is the point), so ``Gradient.adjoint`` is unavailable.
@@ -17,6 +18,8 @@ import taichi as ti
 
 from tisim import runtime
 from tisim.engine import Gradient, NonFiniteError, _download, _finish, is_small
+
+MIN_SEGMENT_WORK = 20_000  # state entries x steps a default segment holds at least
 
 
 @ti.kernel
@@ -95,10 +98,14 @@ class Segments:
         return k * self.length, min(self.length, T - k * self.length)
 
 
-def segment_length(T, segments):
-    """Steps per segment for `segments` segments (default about sqrt(T))."""
+def segment_length(T, segments, state_entries=1):
+    """Steps per segment for `segments` segments. By default about sqrt(T) segments, but none shorter than
+    MIN_SEGMENT_WORK / state_entries steps (state_entries = B S): a segment costs about ten kernel calls, which a
+    cheap system's short segment would not repay (measured: a pendulum at T = 1,000 in 32 segments took 12x the
+    unrolled time, for memory it did not need to save)."""
     if segments is None:
-        segments = max(1, round(math.sqrt(T)))
+        shortest = math.ceil(MIN_SEGMENT_WORK / max(state_entries, 1))
+        return min(T, max(math.ceil(T / max(1, round(math.sqrt(T)))), shortest))
     if isinstance(segments, bool) or not isinstance(segments, (int, np.integer)) or not 1 <= segments <= T:
         raise ValueError(f"gradient: segments must be an integer in [1, {T}] (the horizon), got {segments!r}")
     return math.ceil(T / segments)
@@ -117,7 +124,7 @@ def forward_sweep(sim, loss, segments):
     """Run the rollout segment by segment, keeping the checkpoints and summing the loss.
 
     Returns (buffers, the loss restricted to each segment, the loss of each batch element (B,))."""
-    length = segment_length(sim.T, segments)
+    length = segment_length(sim.T, segments, sim.B * sim.state_layout.size)
     buffers = sim._segments.get(length) or sim._segments.setdefault(length, Segments(sim, length))
     windows = segment_windows(sim, loss, buffers)
     sim._begin_pass()

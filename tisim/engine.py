@@ -469,9 +469,9 @@ class System:
 
         "unrolled" (default): one forward pass keeping every step and one reverse pass; memory O(B T S); the adjoint
             of every step is available.
-        "checkpointed": keeps the states at `segments` segment starts (default about sqrt(T)) and recomputes each
-            segment in the backward sweep: memory O(B (segments + T/segments) S) for one more forward rollout; the
-            same gradients, no per-step adjoint (tisim/checkpointing.py).
+        "checkpointed": keeps the states at `segments` segment starts (default about sqrt(T), fewer when steps are
+            cheap) and recomputes each segment in the backward sweep: memory O(B (segments + T/segments) S) for one
+            more forward rollout; the same gradients, no per-step adjoint (tisim/checkpointing.py).
         "forward": forward-mode autodiff, one pass per parameter and initial-state entry, nothing kept per step:
             for few inputs and long horizons; no action gradients (tisim/forward.py).
         "adjoint": the continuous adjoint: the adjoint ODE integrated backward over the system's rates (ODE systems
