@@ -27,6 +27,7 @@ MODES = ("auto", "reverse", "forward")
 GROUPS = ("params", "initial_state", "actions")
 STALE_ALL = ("theta", "x0", "u")
 SERIAL_WORK = 20_000  # element-steps below which a kernel's batch loop is serialized
+HOST_BUFFER_ENTRIES = 1 << 16  # largest action gradient read back through a persistent, bound host buffer
 
 
 # Elementwise kernels loop `for b: for t: for k` rather than over ti.ndrange: the flat index's divisions cost more
@@ -291,7 +292,9 @@ class System:
         self._launch = Launches()
         self._rollout_kernel = self._host._rollout  # each attribute read of a data-oriented kernel costs ~7 us
         self._status_host = np.empty((B, 2), dtype=runtime.numpy_real())
-        self._u_grad_host = np.empty((B, T, self.action_layout.size), dtype=runtime.numpy_real())
+        # a persistent host copy of dL/da only where it is small: on large bodies it would be one more O(T) array
+        small = B * T * self.action_layout.size <= HOST_BUFFER_ENTRIES
+        self._u_grad_host = np.empty((B, T, self.action_layout.size), dtype=runtime.numpy_real()) if small else None
         self._segments = {}  # segment length -> checkpointing buffers
         self._forward_mode = None  # forward-mode buffers (tisim/forward.py), made by the first forward-mode pass
         self._serial = is_small(B * (T + 1) * max(self.state_layout.size, 1))
@@ -506,6 +509,8 @@ class System:
         if group == "params":
             return self.param_layout.unpack(_download(self.theta.grad)[:, :self.param_layout.size])
         if group == "actions":
+            if self._u_grad_host is None:
+                return _download(self.u.grad).reshape((self.B, self.T) + self.action_shape)
             self._launch(_copy3, self.u.grad, self._u_grad_host, is_small(self._u_grad_host.size))
             return self._u_grad_host.astype(np.float64).reshape((self.B, self.T) + self.action_shape)
         if group == "initial_state":  # lambda_0 alone, without copying the whole adjoint
