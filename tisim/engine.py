@@ -20,6 +20,7 @@ import taichi as ti
 
 from tisim import runtime
 from tisim.launch import Launches
+from tisim.losses import _Bound, quadratic
 from tisim.quantities import Layout, near_miss
 
 METHODS = ("unrolled", "checkpointed", "forward", "adjoint")
@@ -35,43 +36,54 @@ HOST_BUFFER_ENTRIES = 1 << 16  # largest action gradient read back through a per
 # `serial` is False: handing a loop to the CPU thread pool costs about 130 us per launch on these machines, more than
 # a small system's whole rollout, so small work runs serialized (System._serial).
 
+@ti.func
+def _prepare(x: ti.template(), x0: ti.template(), loss: ti.template(), x_grad: ti.template(),
+             theta_grad: ti.template(), u_grad: ti.template(), loss_grad: ti.template(), b):
+    # Steps accumulate into x[t+1] with +=, so every later step starts from zero; the engine zeroes its own
+    # gradients only (not every field in the program, as Tape would).
+    for k in range(x.shape[2]):
+        x[b, 0, k] = x0[b, k]
+        x_grad[b, 0, k] = 0.0
+    for t in range(1, x.shape[1]):
+        for k in range(x.shape[2]):
+            x[b, t, k] = 0.0
+            x_grad[b, t, k] = 0.0
+    for k in range(theta_grad.shape[1]):
+        theta_grad[b, k] = 0.0
+    for t in range(u_grad.shape[1]):
+        for j in range(u_grad.shape[2]):
+            u_grad[b, t, j] = 0.0
+    loss[b] = 0.0
+    loss_grad[b] = 1.0
+
+
+@ti.func
+def _status(x: ti.template(), loss: ti.template(), status: ti.template(), b):
+    # status[b] = (loss, first step with a non-finite state or T+1), into a host array: one read-back per pass
+    first = x.shape[1]
+    for t in range(x.shape[1]):
+        for k in range(x.shape[2]):
+            if (ti.math.isnan(x[b, t, k]) or ti.math.isinf(x[b, t, k])) and t < first:
+                first = t
+    status[b, 0] = loss[b]
+    status[b, 1] = first
+
+
 @ti.kernel
 def _begin(x: ti.types.ndarray(ndim=3), x0: ti.types.ndarray(ndim=2), loss: ti.types.ndarray(ndim=1),
            x_grad: ti.types.ndarray(ndim=3), theta_grad: ti.types.ndarray(ndim=2), u_grad: ti.types.ndarray(ndim=3),
            loss_grad: ti.types.ndarray(ndim=1), serial: ti.template()):
-    # One launch prepares a forward and backward pass. Steps accumulate into x[t+1] with +=, so every later step
-    # starts from zero; the engine zeroes its own gradients only (not every field in the program, as Tape would).
     ti.loop_config(serialize=serial)
     for b in range(x.shape[0]):
-        for k in range(x.shape[2]):
-            x[b, 0, k] = x0[b, k]
-            x_grad[b, 0, k] = 0.0
-        for t in range(1, x.shape[1]):
-            for k in range(x.shape[2]):
-                x[b, t, k] = 0.0
-                x_grad[b, t, k] = 0.0
-        for k in range(theta_grad.shape[1]):
-            theta_grad[b, k] = 0.0
-        for t in range(u_grad.shape[1]):
-            for j in range(u_grad.shape[2]):
-                u_grad[b, t, j] = 0.0
-        loss[b] = 0.0
-        loss_grad[b] = 1.0
+        _prepare(x, x0, loss, x_grad, theta_grad, u_grad, loss_grad, b)
 
 
 @ti.kernel
 def _finish(x: ti.types.ndarray(ndim=3), loss: ti.types.ndarray(ndim=1), status: ti.types.ndarray(ndim=2),
             serial: ti.template()):
-    # status[b] = (loss, first step with a non-finite state or T+1), into a host array: one read-back per pass
     ti.loop_config(serialize=serial)
     for b in range(x.shape[0]):
-        first = x.shape[1]
-        for t in range(x.shape[1]):
-            for k in range(x.shape[2]):
-                if (ti.math.isnan(x[b, t, k]) or ti.math.isinf(x[b, t, k])) and t < first:
-                    first = t
-        status[b, 0] = loss[b]
-        status[b, 1] = first
+        _status(x, loss, status, b)
 
 
 @ti.kernel
@@ -290,7 +302,9 @@ class System:
         self.loss = ti.ndarray(real, (B,), needs_grad=True)
         # kernel calls bound to these arrays (tisim/launch.py); the host-side copies below stay at fixed addresses
         self._launch = Launches()
-        self._rollout_kernel = self._host._rollout  # each attribute read of a data-oriented kernel costs ~7 us
+        # each attribute read of a data-oriented kernel costs ~7 us
+        self._rollout_kernel, self._evaluate_kernel = self._host._rollout, self._host._evaluate
+        self._no_loss = None  # the loss tables of a rollout without a loss, made when first needed
         self._status_host = np.empty((B, 2), dtype=runtime.numpy_real())
         # a persistent host copy of dL/da only where it is small: on large bodies it would be one more O(T) array
         small = B * T * self.action_layout.size <= HOST_BUFFER_ENTRIES
@@ -306,6 +320,25 @@ class System:
         for b in range(x.shape[0]):
             for t in range(t0, t1):
                 self.step(x, theta, u, dt, b, t)
+
+    @ti.kernel
+    def _evaluate(self, x: ti.types.ndarray(ndim=3), x0: ti.types.ndarray(ndim=2), theta: ti.types.ndarray(ndim=2),
+                  u: ti.types.ndarray(ndim=3), dt: float, loss: ti.types.ndarray(ndim=1),
+                  time: ti.types.ndarray(ndim=1), offset: ti.types.ndarray(ndim=1), w: ti.types.ndarray(ndim=2),
+                  target: ti.types.ndarray(ndim=2), linear: ti.types.ndarray(ndim=1), w_effort: float,
+                  status: ti.types.ndarray(ndim=2), x_grad: ti.types.ndarray(ndim=3),
+                  theta_grad: ti.types.ndarray(ndim=2), u_grad: ti.types.ndarray(ndim=3),
+                  loss_grad: ti.types.ndarray(ndim=1), serial: ti.template()):
+        # A whole forward pass in one launch (_begin, _rollout, the built-in loss terms, _finish): on a small system
+        # each launch costs more than its work. Never differentiated: the backward pass is _rollout's gradient,
+        # which reads the same x.
+        ti.loop_config(serialize=serial)
+        for b in range(x.shape[0]):
+            _prepare(x, x0, loss, x_grad, theta_grad, u_grad, loss_grad, b)
+            for t in range(x.shape[1] - 1):
+                self.step(x, theta, u, dt, b, t)
+            quadratic(x, u, loss, b, time, offset, w, target, linear, w_effort)
+            _status(x, loss, status, b)
 
     @ti.kernel
     def _rollout_fields(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt: float, n: ti.i32,
@@ -425,12 +458,19 @@ class System:
         self._ensure_trajectory()
         self._begin_pass()
         launch = self._launch
-        launch(_begin, self.x, self.x0, self.loss, self.x.grad, self.theta.grad, self.u.grad, self.loss.grad,
-               self._serial)
-        launch(self._rollout_kernel, self.x, self.theta, self.u, self.dt, 0, self.T, self._serial)
-        if loss is not None:
+        if loss is None:
+            self._no_loss = self._no_loss or _Bound.of(self, [])
+            loss = self._no_loss
+        if not loss.customs:
+            launch(self._evaluate_kernel, self.x, self.x0, self.theta, self.u, self.dt, self.loss, loss.time,
+                   loss.offset, loss.w, loss.target, loss.linear, loss.w_effort, self._status_host, self.x.grad,
+                   self.theta.grad, self.u.grad, self.loss.grad, self._serial)
+        else:  # Custom losses are kernels of their own
+            launch(_begin, self.x, self.x0, self.loss, self.x.grad, self.theta.grad, self.u.grad, self.loss.grad,
+                   self._serial)
+            launch(self._rollout_kernel, self.x, self.theta, self.u, self.dt, 0, self.T, self._serial)
             loss.forward(self.x, self.theta, self.u, self.loss, self._serial, launch)
-        launch(_finish, self.x, self.loss, self._status_host, self._serial)
+            launch(_finish, self.x, self.loss, self._status_host, self._serial)
         status = self._status_host.astype(np.float64)
         first = status[:, 1]
         if np.any(first <= self.T):
