@@ -187,7 +187,7 @@ def taichi_calls(sync):
               (_ndarray.ScalarNdarray, "to_numpy", lambda a: "ndarray.to_numpy"),
               (_ndarray.ScalarNdarray, "from_numpy", lambda a: "ndarray.from_numpy"),
               (_ndarray.Ndarray, "fill", lambda a: f"ndarray.fill ({a.dtype})"),
-              (launch._Bound, "__call__", lambda b: b.name + " (bound)")]
+              (launch._BoundCall, "__call__", lambda b: b.name + " (bound)")]
     originals = [(owner, name, getattr(owner, name)) for owner, name, _ in labels]
 
     def timed(original, label):

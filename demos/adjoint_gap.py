@@ -53,7 +53,6 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if not 0 < args.finest <= 0.04:
         parser.error(f"--finest must be in (0, 0.04] seconds, got {args.finest}")
-    tisim.init()
     dts = [0.04]
     while dts[-1] / 2 >= args.finest * (1 - 1e-9):
         dts.append(dts[-1] / 2)

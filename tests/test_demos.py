@@ -82,3 +82,17 @@ def test_soft_walker_learns_to_walk_right(tmp_path):
     r = load_demo("soft_walker").main(["--iterations", "15", "--out", str(tmp_path)])
     assert r["distances"]["first"] < 0 < 0.1 < r["distances"]["best"]
     assert 10_000 < r["gif"].stat().st_size < 500_000
+
+
+def test_adjoint_gap_demo(tmp_path):
+    """demos/adjoint_gap.py at two time steps: the continuous adjoint's gap halves (ratio in [1.6, 3]) for both
+    systems, forward mode equals the discrete gradient to round-off, the plot is written; a bad --finest is refused."""
+    demo = load_demo("adjoint_gap")
+    results = demo.main(["--finest", "0.02", "--out", str(tmp_path)])
+    for name, rows in results.items():
+        assert [r["dt"] for r in rows] == [0.04, 0.02]
+        assert 1.6 <= rows[0]["adjoint"] / rows[1]["adjoint"] <= 3.0, (name, rows)
+        assert max(r["forward"] for r in rows) < 1e-12, (name, rows)
+    assert (tmp_path / "adjoint_gap.png").stat().st_size > 0
+    with pytest.raises(SystemExit):
+        demo.main(["--finest", "0.5"])

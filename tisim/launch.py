@@ -26,7 +26,7 @@ SCALARS = frozenset({int, float, np.int32, np.int64, np.float32, np.float64})  #
 _PLAIN = object()  # a call that could not be bound: Taichi's own call path
 
 
-class _Bound:
+class _BoundCall:
     """One kernel with its arrays and template values fixed; scalars are set at each call."""
 
     def __init__(self, kernel, arguments):
@@ -104,7 +104,7 @@ class Launches:
         if (self._cpu or not arrays) and all(a.flags.c_contiguous for a in arrays) and \
                 not any(type(value) in SCALARS for value in templates):
             try:
-                bound = _Bound(kernel, arguments)
+                bound = _BoundCall(kernel, arguments)
             except Exception:  # an internal Taichi change: the plain call still works
                 bound = _PLAIN
         self._bound[key] = bound
