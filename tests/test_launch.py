@@ -50,6 +50,31 @@ def test_bound_calls_equal_plain_calls_with_changing_scalars_and_contents():
     np.testing.assert_array_equal(out.to_numpy(), [5.0, 5.0, 5.0])
 
 
+def test_a_kept_launch_context_is_relaunched_hundreds_of_times():
+    """On a CPU one launch context serves every call of a binding; relaunched 300 times with changing scalars it
+    accumulates exactly what 300 plain calls do, in the values and in the gradient arrays (an ndarray given to a
+    kept context the way Taichi's call path gives it was corrupted at the second launch)."""
+    launch = Launches()
+    x, out = arrays()
+    x2, out2 = arrays()
+    for a, o in ((x, out), (x2, out2)):
+        o.fill(0)
+        a.grad.fill(0)
+        o.grad.fill(1)
+    for i in range(300):
+        w = 0.5 + i / 300
+        launch(_scaled_sum, x, w, 5, out, True)
+        launch(_scaled_sum, x, w, 5, out, True, grad=True)
+        _scaled_sum(x2, w, 5, out2, True)
+        _scaled_sum.grad(x2, w, 5, out2, True)
+    assert all(bound.context is not None for bound in launch._bound.values())
+    assert len(launch._bound) == 2
+    np.testing.assert_array_equal(out.to_numpy(), out2.to_numpy())
+    np.testing.assert_array_equal(x.grad.to_numpy(), x2.grad.to_numpy())
+    expected = sum(0.5 + i / 300 for i in range(300)) * 2 * np.arange(15.0).reshape(3, 5)
+    np.testing.assert_allclose(x.grad.to_numpy(), expected, rtol=1e-12)
+
+
 def test_numpy_arguments_are_written_back_and_templates_key_the_binding():
     """A numpy output array is filled in place; serial=True and serial=False are two bindings, same result."""
     launch = Launches()

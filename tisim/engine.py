@@ -38,33 +38,39 @@ HOST_BUFFER_ENTRIES = 1 << 16  # largest action gradient read back through a per
 
 @ti.func
 def _prepare(x: ti.template(), x0: ti.template(), loss: ti.template(), x_grad: ti.template(),
-             theta_grad: ti.template(), u_grad: ti.template(), loss_grad: ti.template(), b):
-    # Steps accumulate into x[t+1] with +=, so every later step starts from zero; the engine zeroes its own
-    # gradients only (not every field in the program, as Tape would).
+             theta_grad: ti.template(), u_grad: ti.template(), loss_grad: ti.template(), b, grads: ti.template()):
+    # Steps accumulate into x[t+1] with +=, so every later step starts from zero. The engine zeroes its own
+    # gradients only (not every field in the program, as Tape would), and only before a pass that will go backward:
+    # on a large body they are as big as the trajectory.
     for k in range(x.shape[2]):
         x[b, 0, k] = x0[b, k]
-        x_grad[b, 0, k] = 0.0
     for t in range(1, x.shape[1]):
         for k in range(x.shape[2]):
             x[b, t, k] = 0.0
-            x_grad[b, t, k] = 0.0
-    for k in range(theta_grad.shape[1]):
-        theta_grad[b, k] = 0.0
-    for t in range(u_grad.shape[1]):
-        for j in range(u_grad.shape[2]):
-            u_grad[b, t, j] = 0.0
+    if ti.static(grads):
+        for t in range(x.shape[1]):
+            for k in range(x.shape[2]):
+                x_grad[b, t, k] = 0.0
+        for k in range(theta_grad.shape[1]):
+            theta_grad[b, k] = 0.0
+        for t in range(u_grad.shape[1]):
+            for j in range(u_grad.shape[2]):
+                u_grad[b, t, j] = 0.0
     loss[b] = 0.0
     loss_grad[b] = 1.0
 
 
 @ti.func
 def _status(x: ti.template(), loss: ti.template(), status: ti.template(), b):
-    # status[b] = (loss, first step with a non-finite state or T+1), into a host array: one read-back per pass
+    # status[b] = (loss, first step with a non-finite state or T+1), into a host array: one read-back per pass.
+    # x * 0 is 0 for finite x and NaN otherwise, so one test per step finds the step (fast_math is off).
     first = x.shape[1]
     for t in range(x.shape[1]):
+        bad = 0.0
         for k in range(x.shape[2]):
-            if (ti.math.isnan(x[b, t, k]) or ti.math.isinf(x[b, t, k])) and t < first:
-                first = t
+            bad += x[b, t, k] * 0.0
+        if ti.math.isnan(bad) and t < first:
+            first = t
     status[b, 0] = loss[b]
     status[b, 1] = first
 
@@ -72,10 +78,10 @@ def _status(x: ti.template(), loss: ti.template(), status: ti.template(), b):
 @ti.kernel
 def _begin(x: ti.types.ndarray(ndim=3), x0: ti.types.ndarray(ndim=2), loss: ti.types.ndarray(ndim=1),
            x_grad: ti.types.ndarray(ndim=3), theta_grad: ti.types.ndarray(ndim=2), u_grad: ti.types.ndarray(ndim=3),
-           loss_grad: ti.types.ndarray(ndim=1), serial: ti.template()):
+           loss_grad: ti.types.ndarray(ndim=1), serial: ti.template(), grads: ti.template()):
     ti.loop_config(serialize=serial)
     for b in range(x.shape[0]):
-        _prepare(x, x0, loss, x_grad, theta_grad, u_grad, loss_grad, b)
+        _prepare(x, x0, loss, x_grad, theta_grad, u_grad, loss_grad, b, grads)
 
 
 @ti.kernel
@@ -91,7 +97,7 @@ def _copy2(source: ti.types.ndarray(ndim=2), target: ti.types.ndarray(ndim=2), s
     ti.loop_config(serialize=serial)
     for b in range(source.shape[0]):
         for k in range(source.shape[1]):
-            target[b, k] = source[b, k]
+            target[b, k] = ti.cast(source[b, k], ti.lang.impl.get_runtime().default_fp)  # float64 in: no warning
 
 
 @ti.kernel
@@ -100,7 +106,7 @@ def _copy3(source: ti.types.ndarray(ndim=3), target: ti.types.ndarray(ndim=3), s
     for b in range(source.shape[0]):
         for t in range(source.shape[1]):
             for k in range(source.shape[2]):
-                target[b, t, k] = source[b, t, k]
+                target[b, t, k] = ti.cast(source[b, t, k], ti.lang.impl.get_runtime().default_fp)
 
 
 @ti.kernel
@@ -328,13 +334,13 @@ class System:
                   target: ti.types.ndarray(ndim=2), linear: ti.types.ndarray(ndim=1), w_effort: float,
                   status: ti.types.ndarray(ndim=2), x_grad: ti.types.ndarray(ndim=3),
                   theta_grad: ti.types.ndarray(ndim=2), u_grad: ti.types.ndarray(ndim=3),
-                  loss_grad: ti.types.ndarray(ndim=1), serial: ti.template()):
+                  loss_grad: ti.types.ndarray(ndim=1), serial: ti.template(), grads: ti.template()):
         # A whole forward pass in one launch (_begin, _rollout, the built-in loss terms, _finish): on a small system
         # each launch costs more than its work. Never differentiated: the backward pass is _rollout's gradient,
         # which reads the same x.
         ti.loop_config(serialize=serial)
         for b in range(x.shape[0]):
-            _prepare(x, x0, loss, x_grad, theta_grad, u_grad, loss_grad, b)
+            _prepare(x, x0, loss, x_grad, theta_grad, u_grad, loss_grad, b, grads)
             for t in range(x.shape[1] - 1):
                 self.step(x, theta, u, dt, b, t)
             quadratic(x, u, loss, b, time, offset, w, target, linear, w_effort)
@@ -405,10 +411,12 @@ class System:
         if array.shape not in ((self.T,) + shape, (self.B, self.T) + shape):
             raise ValueError(f"set_actions: actions ({name}) must have shape {(self.T,) + shape} or "
                              f"{(self.B, self.T) + shape}, got {array.shape}")
-        if not np.all(np.isfinite(array)):
+        # the interval is convex and NaN propagates through min and max: two reductions check every entry
+        low, high = array.min(), array.max()
+        if not (np.isfinite(low) and np.isfinite(high)):
             raise ValueError(f"set_actions: actions ({name}) contain NaN or infinite values")
         interval = self.ACTION[0].interval
-        if not np.all(interval.contains(array)):
+        if not (interval.contains(low) and interval.contains(high)):
             raise ValueError(f"set_actions: actions ({name}) must be in {interval}")
         return np.broadcast_to(array, (self.B, self.T) + shape)
 
@@ -428,16 +436,12 @@ class System:
         self._stale = set(STALE_ALL)
 
     def _upload(self):
-        real = runtime.numpy_real()
         for name in self._stale:
-            host = {"theta": self._theta, "x0": self._x0, "u": self._u}[name]
+            host, target = {"theta": self._theta, "x0": self._x0, "u": self._u}[name], getattr(self, name)
             if name == "theta" and not self.param_layout.size:
-                host = np.zeros((self.B, 1))
-            target = getattr(self, name)
-            if host.dtype == real and host.flags.c_contiguous:  # the simulator's own buffer: a bound call
+                _copy(np.zeros((self.B, 1), dtype=runtime.numpy_real()), target)
+            else:  # the simulator's own float64 buffers, at fixed addresses: a bound call, which also converts
                 self._launch(_copy2 if host.ndim == 2 else _copy3, host, target, is_small(host.size))
-            else:
-                _copy(np.ascontiguousarray(host, dtype=real), target)
         self._stale = set()
 
     def _begin_pass(self):
@@ -453,8 +457,9 @@ class System:
         if self.x is None:
             self.x = ti.ndarray(runtime.real(), (self.B, self.T + 1, self.state_layout.size), needs_grad=True)
 
-    def _forward(self, loss=None):
-        """Rollout (and loss, if given); returns the per-element losses (B,), zeros without a loss."""
+    def _forward(self, loss=None, grads=False):
+        """Rollout (and loss, if given); returns the per-element losses (B,), zeros without a loss. grads: zero the
+        gradient arrays for a backward pass to follow."""
         self._ensure_trajectory()
         self._begin_pass()
         launch = self._launch
@@ -464,10 +469,10 @@ class System:
         if not loss.customs:
             launch(self._evaluate_kernel, self.x, self.x0, self.theta, self.u, self.dt, self.loss, loss.time,
                    loss.offset, loss.w, loss.target, loss.linear, loss.w_effort, self._status_host, self.x.grad,
-                   self.theta.grad, self.u.grad, self.loss.grad, self._serial)
+                   self.theta.grad, self.u.grad, self.loss.grad, self._serial, grads)
         else:  # Custom losses are kernels of their own
             launch(_begin, self.x, self.x0, self.loss, self.x.grad, self.theta.grad, self.u.grad, self.loss.grad,
-                   self._serial)
+                   self._serial, grads)
             launch(self._rollout_kernel, self.x, self.theta, self.u, self.dt, 0, self.T, self._serial)
             loss.forward(self.x, self.theta, self.u, self.loss, self._serial, launch)
             launch(_finish, self.x, self.loss, self._status_host, self._serial)
@@ -536,7 +541,7 @@ class System:
             from tisim.adjoint import adjoint_gradient
             return adjoint_gradient(self, loss, segments)
         bound = self._bind(loss)
-        per_batch = self._forward(bound)
+        per_batch = self._forward(bound, grads=True)
         if not np.all(np.isfinite(per_batch)):
             raise NonFiniteError(f"{type(self).__name__}: the loss is non-finite: {per_batch}")
         bound.backward(self.x, self.theta, self.u, self.loss, self._serial, self._launch)
@@ -584,7 +589,7 @@ class System:
                     raise  # "auto" falls back to reverse mode where Taichi's forward mode cannot compile the step
         rows = []
         for k in range(self.state_layout.size):
-            self._forward()
+            self._forward(grads=True)
             _seed_final_state(self.x.grad, k, self._serial)
             self._backward_rollout()
             if wrt == "params":

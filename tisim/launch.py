@@ -6,6 +6,12 @@ calls 300 us), more than a small system's whole rollout. A simulator calls the s
 every optimizer iteration, so ``Launches`` does that work once per (kernel, arrays) and afterwards only fills the
 scalar arguments (a time step, a segment start) and launches.
 
+On a CPU the launch context itself is kept from call to call (about 5 us a launch). Taichi's CPU launcher rewrites an
+ndarray argument in the context into a raw pointer at the first launch, but leaves the context's record of it as a
+device allocation, so a second launch of the same context wrote through a wrong pointer ("corrupted size vs.
+prev_size"). Arrays are therefore given to a kept context as raw host pointers, the form the launcher leaves alone.
+On a GPU a fresh context is filled for each launch.
+
 This reaches into Taichi 1.7.4's internals (the version tisim pins). If binding fails, or on a GPU with numpy
 arguments (whose copies Taichi's call path arranges), the call falls back to the plain Taichi call.
 """
@@ -29,7 +35,7 @@ _PLAIN = object()  # a call that could not be bound: Taichi's own call path
 class _BoundCall:
     """One kernel with its arrays and template values fixed; scalars are set at each call."""
 
-    def __init__(self, kernel, arguments):
+    def __init__(self, kernel, arguments, cpu):
         t_kernel = kernel.compiled_kernels[kernel.ensure_compiled(*arguments)]
         program = impl.get_runtime().prog
         self.data = program.compile_kernel(program.config(), program.get_device_caps(), t_kernel)
@@ -43,7 +49,14 @@ class _BoundCall:
                 continue
             index = (slot,)
             slot += 1
-            if isinstance(value, Ndarray):
+            if isinstance(value, Ndarray) and cpu:
+                pointer = lambda array: program.get_ndarray_data_ptr_as_int(array.arr)  # noqa: E731
+                grad = pointer(value.grad) if value.grad is not None else 0
+                self.fixed.append((builder.set_arg_external_array_with_shape, index,
+                                   (pointer(value), value.arr.nelement() * value.arr.element_size(),
+                                    list(value.shape), grad)))
+                self.keep.append(value)
+            elif isinstance(value, Ndarray):
                 if value.grad is not None:
                     self.fixed.append((builder.set_arg_ndarray_with_grad, index, (value.arr, value.grad.arr)))
                 else:
@@ -57,11 +70,16 @@ class _BoundCall:
                 self.scalars.append((position, builder.set_arg_float, index, float))
             else:
                 self.scalars.append((position, builder.set_arg_int, index, int))
+        self.context = self._filled() if cpu else None
 
-    def __call__(self, arguments):
-        context = self.t_kernel.make_launch_context()  # a context is spent by its launch: measured, reuse crashes
+    def _filled(self):
+        context = self.t_kernel.make_launch_context()
         for method, index, values in self.fixed:
             method(context, index, *values)
+        return context
+
+    def __call__(self, arguments):
+        context = self.context or self._filled()  # on a GPU a context is spent by its launch
         for position, method, index, cast in self.scalars:
             method(context, index, cast(arguments[position]))
         self.program.launch_kernel(self.data, context)
@@ -104,7 +122,7 @@ class Launches:
         if (self._cpu or not arrays) and all(a.flags.c_contiguous for a in arrays) and \
                 not any(type(value) in SCALARS for value in templates):
             try:
-                bound = _BoundCall(kernel, arguments)
+                bound = _BoundCall(kernel, arguments, self._cpu)
             except Exception:  # an internal Taichi change: the plain call still works
                 bound = _PLAIN
         self._bound[key] = bound

@@ -58,11 +58,12 @@ class Quantity:
     bounds: str = "(-inf, inf)"
 
     def __post_init__(self):
-        Interval.parse(self.bounds)  # a malformed bounds string fails where the quantity is declared
+        # a malformed bounds string fails where the quantity is declared; parsed once (set_actions reads it per call)
+        object.__setattr__(self, "_interval", Interval.parse(self.bounds))
 
     @property
     def interval(self):
-        return Interval.parse(self.bounds)
+        return self._interval
 
 
 def near_miss(name, candidates):
