@@ -165,3 +165,19 @@ def test_nonfinite_rollout_names_state_and_step():
             x[t + 1] = 1e20 * x[t] + 1.0
     assert step == int(np.argmax(~np.isfinite(x)))
     assert "state x = inf" in str(info.value)
+
+
+def test_nonfinite_step_found_in_large_states_and_later_batch_elements():
+    """A state longer than the unrolled rows (20 entries) takes the general check: a batch element that overflows at a
+    known step is reported with that step and its index, while the other element stays finite."""
+    n = 20
+    sim = Linear(horizon=30, batch=2, n=n, m=1)
+    sim.set_params(A=np.stack([0.5 * np.eye(n), 1e30 * np.eye(n)]), theta=np.eye(n)[7])
+    with pytest.raises(tisim.NonFiniteError) as info:
+        sim.rollout()
+    x = np.zeros(31)
+    with np.errstate(over="ignore"):
+        for t in range(30):
+            x[t + 1] = 1e30 * x[t] + 1.0
+    assert (info.value.step, info.value.batch) == (int(np.argmax(~np.isfinite(x))), 1)
+    assert "x[7]" in str(info.value)

@@ -28,6 +28,7 @@ MODES = ("auto", "reverse", "forward")
 GROUPS = ("params", "initial_state", "actions")
 STALE_ALL = ("theta", "x0", "u")
 SERIAL_WORK = 20_000  # element-steps below which a kernel's batch loop is serialized
+UNROLLED_STATE = 16  # states up to this many entries are cleared and checked row by row in unrolled code
 HOST_BUFFER_ENTRIES = 1 << 16  # largest action gradient read back through a persistent, bound host buffer
 
 
@@ -37,19 +38,13 @@ HOST_BUFFER_ENTRIES = 1 << 16  # largest action gradient read back through a per
 # a small system's whole rollout, so small work runs serialized (System._serial).
 
 @ti.func
-def _prepare(x: ti.template(), x0: ti.template(), loss: ti.template(), x_grad: ti.template(),
-             theta_grad: ti.template(), u_grad: ti.template(), loss_grad: ti.template(), b, grads: ti.template()):
-    # Steps accumulate into x[t+1] with +=, so every later step starts from zero. The engine zeroes its own
-    # gradients only (not every field in the program, as Tape would), and only before a pass that will go backward:
-    # on a large body they are as big as the trajectory.
-    for k in range(x.shape[2]):
-        x[b, 0, k] = x0[b, k]
-    for t in range(1, x.shape[1]):
-        for k in range(x.shape[2]):
-            x[b, t, k] = 0.0
+def _prepare_grads(x_grad: ti.template(), theta_grad: ti.template(), u_grad: ti.template(), loss: ti.template(),
+                   loss_grad: ti.template(), b, grads: ti.template()):
+    # The engine zeroes its own gradients only (not every field in the program, as Tape would), and only before a
+    # pass that will go backward: on a large body they are as big as the trajectory.
     if ti.static(grads):
-        for t in range(x.shape[1]):
-            for k in range(x.shape[2]):
+        for t in range(x_grad.shape[1]):
+            for k in range(x_grad.shape[2]):
                 x_grad[b, t, k] = 0.0
         for k in range(theta_grad.shape[1]):
             theta_grad[b, k] = 0.0
@@ -61,15 +56,45 @@ def _prepare(x: ti.template(), x0: ti.template(), loss: ti.template(), x_grad: t
 
 
 @ti.func
-def _status(x: ti.template(), loss: ti.template(), status: ti.template(), b):
-    # status[b] = (loss, first step with a non-finite state or T+1), into a host array: one read-back per pass.
-    # x * 0 is 0 for finite x and NaN otherwise, so one test per step finds the step (fast_math is off).
-    first = x.shape[1]
-    for t in range(x.shape[1]):
-        bad = 0.0
+def _clear_row(x: ti.template(), b, t, unrolled: ti.template()):
+    # steps accumulate into x[t+1] with +=, so each starts from zero
+    if ti.static(unrolled):
+        for k in ti.static(range(unrolled)):
+            x[b, t, k] = 0.0
+    else:
+        for k in range(x.shape[2]):
+            x[b, t, k] = 0.0
+
+
+@ti.func
+def _nonfinite_row(x: ti.template(), b, t, unrolled: ti.template()):
+    # x * 0 is 0 for finite x and NaN otherwise, so one test per row finds a bad step (fast_math is off)
+    bad = 0.0
+    if ti.static(unrolled):
+        for k in ti.static(range(unrolled)):
+            bad += x[b, t, k] * 0.0
+    else:
         for k in range(x.shape[2]):
             bad += x[b, t, k] * 0.0
-        if ti.math.isnan(bad) and t < first:
+    return ti.math.isnan(bad)
+
+
+@ti.func
+def _prepare(x: ti.template(), x0: ti.template(), loss: ti.template(), x_grad: ti.template(),
+             theta_grad: ti.template(), u_grad: ti.template(), loss_grad: ti.template(), b, grads: ti.template()):
+    for k in range(x.shape[2]):
+        x[b, 0, k] = x0[b, k]
+    for t in range(1, x.shape[1]):
+        _clear_row(x, b, t, 0)
+    _prepare_grads(x_grad, theta_grad, u_grad, loss, loss_grad, b, grads)
+
+
+@ti.func
+def _status(x: ti.template(), loss: ti.template(), status: ti.template(), b):
+    # status[b] = (loss, first step with a non-finite state or T+1), into a host array: one read-back per pass
+    first = x.shape[1]
+    for t in range(x.shape[1]):
+        if _nonfinite_row(x, b, t, 0) and t < first:
             first = t
     status[b, 0] = loss[b]
     status[b, 1] = first
@@ -283,6 +308,8 @@ class System:
         self.action_layout = Layout(self.ACTION, sizes, "action")
         self.P, self.X, self.U = self.param_layout.index, self.state_layout.index, self.action_layout.index
         self.action_name = self.ACTION[0].name
+        # state rows up to this long are cleared and checked by unrolled code in the one-launch forward pass
+        self._unrolled = self.state_layout.size if self.state_layout.size <= UNROLLED_STATE else 0
         self.action_shape = self.action_layout.shapes[self.action_name]
 
     def _topology_key(self):
@@ -336,15 +363,25 @@ class System:
                   theta_grad: ti.types.ndarray(ndim=2), u_grad: ti.types.ndarray(ndim=3),
                   loss_grad: ti.types.ndarray(ndim=1), serial: ti.template(), grads: ti.template()):
         # A whole forward pass in one launch (_begin, _rollout, the built-in loss terms, _finish): on a small system
-        # each launch costs more than its work. Never differentiated: the backward pass is _rollout's gradient,
-        # which reads the same x.
+        # each launch costs more than its work. Each state row is cleared just before its step and checked just
+        # after it, while it is in cache, unrolled over a small state (a loop of 4 costs more than its body).
+        # Never differentiated: the backward pass is _rollout's gradient, which reads the same x.
         ti.loop_config(serialize=serial)
         for b in range(x.shape[0]):
-            _prepare(x, x0, loss, x_grad, theta_grad, u_grad, loss_grad, b, grads)
+            _prepare_grads(x_grad, theta_grad, u_grad, loss, loss_grad, b, grads)
+            first = x.shape[1]
+            for k in range(x.shape[2]):
+                x[b, 0, k] = x0[b, k]
+            if _nonfinite_row(x, b, 0, self._unrolled):
+                first = 0
             for t in range(x.shape[1] - 1):
+                _clear_row(x, b, t + 1, self._unrolled)
                 self.step(x, theta, u, dt, b, t)
+                if _nonfinite_row(x, b, t + 1, self._unrolled) and t + 1 < first:
+                    first = t + 1
             quadratic(x, u, loss, b, time, offset, w, target, linear, w_effort)
-            _status(x, loss, status, b)
+            status[b, 0] = loss[b]
+            status[b, 1] = first
 
     @ti.kernel
     def _rollout_fields(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt: float, n: ti.i32,
