@@ -226,9 +226,10 @@ def quadratic(x: ti.template(), u: ti.template(), L: ti.template(), b, time: ti.
     for e in range(time.shape[0]):
         value = x[b, time[e], offset[e]]
         L[b] += w[b, e] * (value - target[b, e]) ** 2 + linear[e] * value
-    for t in range(u.shape[1]):
-        for j in range(u.shape[2]):
-            L[b] += w_effort * u[b, t, j] ** 2
+    if w_effort != 0.0:  # a body's actions can outnumber its states: skip T x A zero terms and their adjoints
+        for t in range(u.shape[1]):
+            for j in range(u.shape[2]):
+                L[b] += w_effort * u[b, t, j] ** 2
 
 
 @ti.kernel
