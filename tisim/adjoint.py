@@ -51,7 +51,7 @@ class _VectorField:
         self.f = ti.ndarray(real, (B, S), needs_grad=True)
         # host buffers at fixed addresses, so that the three calls per stage are bound calls (tisim/launch.py)
         self.point, self.lam, self.out = (np.empty((B, S), dtype=runtime.numpy_real()) for _ in range(3))
-        self.serial = is_small(B * S * 100)
+        self.serial = is_small(B * S * 100, B)
 
     def vjp(self, point, t, lam, weight):
         sim, launch = self.sim, self.sim._launch

@@ -91,7 +91,7 @@ class Segments:
         self.us = ti.ndarray(real, (B, length, sim.action_layout.size), needs_grad=True)
         self.checkpoints = ti.ndarray(real, (B, self.count + 1, S))
         self.lam = ti.ndarray(real, (B, S))
-        self.serial = is_small(B * (length + 1) * S)
+        self.serial = is_small(B * (length + 1) * S, B)
 
     def span(self, k, T):
         """(t0, number of steps) of segment k."""

@@ -35,7 +35,7 @@ HOST_BUFFER_ENTRIES = 1 << 16  # largest action gradient read back through a per
 # Elementwise kernels loop `for b: for t: for k` rather than over ti.ndrange: the flat index's divisions cost more
 # than the work (measured in benchmarks/engine_overhead.py). Only the outer loop can run in parallel, and only when
 # `serial` is False: handing a loop to the CPU thread pool costs about 130 us per launch on these machines, more than
-# a small system's whole rollout, so small work runs serialized (System._serial).
+# a small system's whole rollout, so small work, and a batch of one, run serialized (is_small, System._serial).
 
 @ti.func
 def _prepare_grads(x_grad: ti.template(), theta_grad: ti.template(), u_grad: ti.template(), loss: ti.template(),
@@ -142,7 +142,8 @@ def _copy_step(source: ti.types.ndarray(ndim=3), t: ti.i32, target: ti.types.nda
 
 
 def _copy(source, target):
-    (_copy2 if len(source.shape) == 2 else _copy3)(source, target, is_small(int(np.prod(source.shape))))
+    serial = is_small(int(np.prod(source.shape)), source.shape[0])
+    (_copy2 if len(source.shape) == 2 else _copy3)(source, target, serial)
 
 
 def _download(array):
@@ -152,9 +153,11 @@ def _download(array):
     return out.astype(np.float64, copy=False)
 
 
-def is_small(work):
-    """Whether a loop over this many element-steps runs faster serialized than on the thread pool."""
-    return work < SERIAL_WORK or runtime.settings()["threads"] == 1
+def is_small(work, batch):
+    """Whether a kernel's batch loop over this many element-steps runs faster serialized than on the thread pool.
+    Every kernel's parallel loop is the batch loop, so a batch of one loses nothing serialized (and its atomic
+    adds, in the backward pass, become plain ones: measured 10% of a MassSpring gradient)."""
+    return batch == 1 or work < SERIAL_WORK or runtime.settings()["threads"] == 1
 
 
 @ti.kernel
@@ -344,7 +347,7 @@ class System:
         self._u_grad_host = np.empty((B, T, self.action_layout.size), dtype=runtime.numpy_real()) if small else None
         self._segments = {}  # segment length -> checkpointing buffers
         self._forward_mode = None  # forward-mode buffers (tisim/forward.py), made by the first forward-mode pass
-        self._serial = is_small(B * (T + 1) * max(self.state_layout.size, 1))
+        self._serial = is_small(B * (T + 1) * max(self.state_layout.size, 1), B)
 
     @ti.kernel
     def _rollout(self, x: ti.types.ndarray(ndim=3), theta: ti.types.ndarray(ndim=2), u: ti.types.ndarray(ndim=3),
@@ -478,7 +481,7 @@ class System:
             if name == "theta" and not self.param_layout.size:
                 _copy(np.zeros((self.B, 1), dtype=runtime.numpy_real()), target)
             else:  # the simulator's own float64 buffers, at fixed addresses: a bound call, which also converts
-                self._launch(_copy2 if host.ndim == 2 else _copy3, host, target, is_small(host.size))
+                self._launch(_copy2 if host.ndim == 2 else _copy3, host, target, is_small(host.size, self.B))
         self._stale = set()
 
     def _begin_pass(self):
@@ -593,7 +596,7 @@ class System:
         if group == "actions":
             if self._u_grad_host is None:
                 return _download(self.u.grad).reshape((self.B, self.T) + self.action_shape)
-            self._launch(_copy3, self.u.grad, self._u_grad_host, is_small(self._u_grad_host.size))
+            self._launch(_copy3, self.u.grad, self._u_grad_host, is_small(self._u_grad_host.size, self.B))
             return self._u_grad_host.astype(np.float64).reshape((self.B, self.T) + self.action_shape)
         if group == "initial_state":  # lambda_0 alone, without copying the whole adjoint
             first = np.empty((self.B, self.state_layout.size), dtype=runtime.numpy_real())

@@ -155,7 +155,7 @@ class _Pass:
         self.du = ti.ndarray(real, (B, sim.T, sim.action_layout.size))
         self.state, self.tangent = ti.ndarray(real, (B, S)), ti.ndarray(real, (B, S))
         self.derivative = ti.ndarray(real, (B,))
-        self.serial = is_small(B * (self.length + 1) * max(S, 1))
+        self.serial = is_small(B * (self.length + 1) * max(S, 1), B)
 
     @classmethod
     def of(cls, sim):
