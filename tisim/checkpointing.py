@@ -152,7 +152,7 @@ def checkpointed_gradient(sim, loss, segments=None):
         _run_segment(sim, b, None, k, t0, n)
         sim._launch(_seed_end, b.xs.grad, n, b.lam, b.serial)
         windows[k].backward(b.xs, sim.theta, b.us, sim.loss, b.serial, sim._launch)
-        sim._launch(sim._rollout_kernel, b.xs, sim.theta, b.us, sim.dt, 0, n, b.serial, grad=True)
+        sim._steps(b.xs, b.us, 0, n, b.serial, grad=True)
         sim._launch(_carry_back, b.xs.grad, b.lam, b.us.grad, t0, n, sim.u.grad, b.serial)
     gradient = Gradient(None, float(per_batch.sum()), per_batch)
     gradient._groups.update(params=sim._fetch_gradient("params"), actions=sim._fetch_gradient("actions"),
@@ -163,7 +163,7 @@ def checkpointed_gradient(sim, loss, segments=None):
 
 def _run_segment(sim, b, window, k, t0, n):
     sim._launch(_load_segment, b.checkpoints, k, b.xs, b.xs.grad, sim.u, t0, n, b.us, b.us.grad, b.serial)
-    sim._launch(sim._rollout_kernel, b.xs, sim.theta, b.us, sim.dt, 0, n, b.serial)
+    sim._steps(b.xs, b.us, 0, n, b.serial)
     if window is not None:
         window.forward(b.xs, sim.theta, b.us, sim.loss, b.serial, sim._launch)
 

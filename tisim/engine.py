@@ -247,6 +247,13 @@ class System:
          Branches in such a loop crashed reverse mode in MassSpring (written branch-free) yet check out in Rigid2D's
          contact loop: verify every such loop with gradcheck.
 
+    A step that is one independent update per item (a particle reading its neighbours at step t and writing only
+    its own next state) may instead set ITEMS to the STRUCTURE size that counts the items and implement
+      3'. ``step_item(self, x, theta, u, dt, b, t, i)``, the update of item i; ``step`` is then its loop. On a GPU
+         the engine runs each step as one launch parallel over batch and items (a fused loop at a small batch would
+         run on a handful of GPU threads); on a CPU the fused loop is faster (a thread-pool dispatch per step costs
+         more than a step).
+
     Systems defined by an ODE x' = F(x, a; theta) may also implement
       4. ``rates(self, x, theta, u, b, t, f)``, a ``@ti.func`` that ACCUMULATES F at the state x[b, :] (a (B, S)
          array), with the action u[b, t, :], into f[b, :]: the continuous adjoint (method="adjoint") integrates its
@@ -262,6 +269,7 @@ class System:
     DT = 0.01
     STRUCTURE = ()
     OPTIONS = {}
+    ITEMS = None
 
     def __init__(self, horizon, batch=1, dt=None, **values):
         name = type(self).__name__
@@ -340,6 +348,7 @@ class System:
         self._launch = Launches()
         # each attribute read of a data-oriented kernel costs ~7 us
         self._rollout_kernel, self._evaluate_kernel = self._host._rollout, self._host._evaluate
+        self._step_items_kernel = self._host._step_items
         self._no_loss = None  # the loss tables of a rollout without a loss, made when first needed
         self._status_host = np.empty((B, 2), dtype=runtime.numpy_real())
         # a persistent host copy of dL/da only where it is small: on large bodies it would be one more O(T) array
@@ -348,6 +357,8 @@ class System:
         self._segments = {}  # segment length -> checkpointing buffers
         self._forward_mode = None  # forward-mode buffers (tisim/forward.py), made by the first forward-mode pass
         self._serial = is_small(B * (T + 1) * max(self.state_layout.size, 1), B)
+        # one launch per step, parallel over batch and items: for item-wise systems on a GPU (see ITEMS)
+        self._per_step = self.ITEMS is not None and runtime.settings()["arch"] != "cpu"
 
     @ti.kernel
     def _rollout(self, x: ti.types.ndarray(ndim=3), theta: ti.types.ndarray(ndim=2), u: ti.types.ndarray(ndim=3),
@@ -356,6 +367,27 @@ class System:
         for b in range(x.shape[0]):
             for t in range(t0, t1):
                 self.step(x, theta, u, dt, b, t)
+
+    @ti.kernel
+    def _step_items(self, x: ti.types.ndarray(ndim=3), theta: ti.types.ndarray(ndim=2), u: ti.types.ndarray(ndim=3),
+                    dt: float, t: ti.i32):
+        for b, i in ti.ndrange(x.shape[0], ti.static(self.sizes[self.ITEMS])):
+            self.step_item(x, theta, u, dt, b, t, i)
+
+    @ti.func
+    def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
+        # the fused schedule of an item-wise system (systems without ITEMS define their own step)
+        for i in range(ti.static(self.sizes[self.ITEMS])):
+            self.step_item(x, theta, u, dt, b, t, i)
+
+    def _steps(self, x, u, t0, t1, serial, grad=False):
+        """Steps t0..t1-1 on the states x (B, n+1, S) with the actions u (B, n, A), or their reverse-mode gradient:
+        one fused launch, or one launch per step (in reverse order for the gradient) on the per-step schedule."""
+        if not self._per_step:
+            self._launch(self._rollout_kernel, x, self.theta, u, self.dt, t0, t1, serial, grad=grad)
+            return
+        for t in (range(t1 - 1, t0 - 1, -1) if grad else range(t0, t1)):
+            self._launch(self._step_items_kernel, x, self.theta, u, self.dt, t, grad=grad)
 
     @ti.kernel
     def _evaluate(self, x: ti.types.ndarray(ndim=3), x0: ti.types.ndarray(ndim=2), theta: ti.types.ndarray(ndim=2),
@@ -506,14 +538,14 @@ class System:
         if loss is None:
             self._no_loss = self._no_loss or _Bound.of(self, [])
             loss = self._no_loss
-        if not loss.customs:
+        if not (loss.customs or self._per_step):
             launch(self._evaluate_kernel, self.x, self.x0, self.theta, self.u, self.dt, self.loss, loss.time,
                    loss.offset, loss.w, loss.target, loss.linear, loss.w_effort, self._status_host, self.x.grad,
                    self.theta.grad, self.u.grad, self.loss.grad, self._serial, grads)
-        else:  # Custom losses are kernels of their own
+        else:  # Custom losses are kernels of their own, and so is each step on the per-step schedule
             launch(_begin, self.x, self.x0, self.loss, self.x.grad, self.theta.grad, self.u.grad, self.loss.grad,
                    self._serial, grads)
-            launch(self._rollout_kernel, self.x, self.theta, self.u, self.dt, 0, self.T, self._serial)
+            self._steps(self.x, self.u, 0, self.T, self._serial)
             loss.forward(self.x, self.theta, self.u, self.loss, self._serial, launch)
             launch(_finish, self.x, self.loss, self._status_host, self._serial)
         status = self._status_host.astype(np.float64)
@@ -549,8 +581,7 @@ class System:
         return self._forward(self._bind(loss))
 
     def _backward_rollout(self):
-        self._launch(self._rollout_kernel, self.x, self.theta, self.u, self.dt, 0, self.T, self._serial,
-                     grad=True)
+        self._steps(self.x, self.u, 0, self.T, self._serial, grad=True)
 
     def gradient(self, loss, *, method="unrolled", segments=None):
         """The loss and its gradient (see ``Gradient``); `method` picks how the derivatives are obtained:

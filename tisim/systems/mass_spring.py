@@ -11,8 +11,9 @@ This is the reference workload of design.md exactly. Non-smooth: the ground cont
 
 Layout: pos and vel are (n_particles, 2); k and rest are per spring; damping, m, kc, kd, mu, eps, g are global. The
 topology (which particles each spring joins, which actuator drives it) is structure: it lives in Taichi fields on the
-kernel host, one set per distinct robot. The step gathers each particle's springs from a padded incidence table
-(static loop over the largest degree), the schedule taichi-facts.md found correct and fast.
+kernel host, one set per distinct robot. Each particle's update (step_item) gathers its springs from a padded incidence
+table (static loop over the largest degree), the schedule taichi-facts.md found correct and fast; the engine loops it
+over particles inside one kernel on a CPU and runs a launch per step, parallel over particles, on a GPU.
 """
 import numpy as np
 import taichi as ti
@@ -47,6 +48,7 @@ class MassSpring(System):
     ACTION = (Quantity("activation", 0.0, "-", "fractional change of the rest length of each actuator's springs",
                        shape=("n_actuators",), bounds="(-1, inf)"),)
     STRUCTURE = ("n_particles", "n_springs", "n_actuators", "degree")
+    ITEMS = "n_particles"  # each particle's update reads step t only and writes its own next state
     DT = 5e-4
 
     def __init__(self, horizon, batch=1, dt=None, robot=None, **values):
@@ -94,27 +96,26 @@ class MassSpring(System):
         return (theta[b, P.k + s] * (r - L) + theta[b, P.damping] * dv.dot(n)) * n
 
     @ti.func
-    def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
+    def step_item(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t, i):
+        # Run inside a dynamic loop over particles: everything it uses is read here, since a local set before that
+        # loop and read in it gets silently wrong gradients from Taichi 1.7's reverse mode (measured: the spring
+        # terms flip sign).
         X, P = ti.static(self.X, self.P)
-        for i in range(self.n_particles):
-            # Everything the loop body uses is read inside it: a local set before this dynamic loop and read in it
-            # gets silently wrong gradients from Taichi 1.7's reverse mode (measured: the spring terms flip sign).
-            m = theta[b, P.m]
-            p = ti.Vector([x[b, t, X.pos + 2 * i], x[b, t, X.pos + 2 * i + 1]])
-            v = ti.Vector([x[b, t, X.vel + 2 * i], x[b, t, X.vel + 2 * i + 1]])
-            f = ti.Vector([0.0, -m * theta[b, P.g]])
-            # no branches either (reverse mode crashes on them here): padding entries are weighed out by 0
-            for q in ti.static(range(self.degree)):
-                f += self.present[i, q] * self.spring_force(x, theta, u, b, t, i, self.spring_of[i, q],
-                                                            self.other_of[i, q])
-            fn = penalty_normal_compression(-p[1], v[1], theta[b, P.kc], theta[b, P.kd])
-            f += ti.Vector([friction_coulomb_tanh(v[0], fn, theta[b, P.mu], theta[b, P.eps]), fn])
-            p_next, v_next = semi_implicit_euler(p, v, f / m, dt)
-            x[b, t + 1, X.pos + 2 * i] += p_next[0]
-            x[b, t + 1, X.pos + 2 * i + 1] += p_next[1]
-            x[b, t + 1, X.vel + 2 * i] += v_next[0]
-            x[b, t + 1, X.vel + 2 * i + 1] += v_next[1]
-
+        m = theta[b, P.m]
+        p = ti.Vector([x[b, t, X.pos + 2 * i], x[b, t, X.pos + 2 * i + 1]])
+        v = ti.Vector([x[b, t, X.vel + 2 * i], x[b, t, X.vel + 2 * i + 1]])
+        f = ti.Vector([0.0, -m * theta[b, P.g]])
+        # no branches either (reverse mode crashes on them here): padding entries are weighed out by 0
+        for q in ti.static(range(self.degree)):
+            f += self.present[i, q] * self.spring_force(x, theta, u, b, t, i, self.spring_of[i, q],
+                                                        self.other_of[i, q])
+        fn = penalty_normal_compression(-p[1], v[1], theta[b, P.kc], theta[b, P.kd])
+        f += ti.Vector([friction_coulomb_tanh(v[0], fn, theta[b, P.mu], theta[b, P.eps]), fn])
+        p_next, v_next = semi_implicit_euler(p, v, f / m, dt)
+        x[b, t + 1, X.pos + 2 * i] += p_next[0]
+        x[b, t + 1, X.pos + 2 * i + 1] += p_next[1]
+        x[b, t + 1, X.vel + 2 * i] += v_next[0]
+        x[b, t + 1, X.vel + 2 * i + 1] += v_next[1]
 
     def events(self, traj):
         """"ground contact": some particle is below the ground (y < 0)."""
