@@ -12,7 +12,8 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 import tisim  # noqa: E402
 
-TEST_SETTINGS = dict(arch="cpu", precision="f64", deterministic=True)
+# TISIM_TEST_ARCH=cuda runs the suite on a GPU (benchmarks/gpu_check.sh); CI and `make test` use the CPU
+TEST_SETTINGS = dict(arch=os.environ.get("TISIM_TEST_ARCH", "cpu"), precision="f64", deterministic=True)
 
 
 @pytest.fixture(autouse=True)

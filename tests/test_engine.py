@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import tisim
+from conftest import TEST_SETTINGS
 from tisim.systems import Linear, ScalarLinear
 
 TARGET = tisim.losses.TerminalTarget({"x": 2.0})
@@ -181,3 +182,27 @@ def test_nonfinite_step_found_in_large_states_and_later_batch_elements():
             x[t + 1] = 1e30 * x[t] + 1.0
     assert (info.value.step, info.value.batch) == (int(np.argmax(~np.isfinite(x))), 1)
     assert "x[7]" in str(info.value)
+
+
+def test_gpu_code_paths_agree_with_the_cpu_ones():
+    """arch="cuda" takes the GPU code paths: a launch context filled per call, numpy arrays through Taichi's own
+    calls, and one launch per step parallel over particles for MassSpring. Without a GPU, Taichi runs them on its CPU
+    fallback, so every machine checks that they give the CPU paths' loss and gradients (1e-12)."""
+    from tisim.robots import Robot
+    from tisim.systems.mass_spring import MassSpring, mean_x_weights, reference_actions
+
+    def run():
+        sim = MassSpring(horizon=30, robot=Robot.load("worm"))
+        sim.set_actions(reference_actions(sim))
+        loss = tisim.losses.TerminalSum(mean_x_weights(sim)) + 0.1 * tisim.losses.Effort()
+        g = sim.gradient(loss)
+        return sim, [g.value, g.params["k"], g.actions, g.initial_state["vel"], sim.evaluate(loss)]
+
+    tisim.init(**{**TEST_SETTINGS, "arch": "cpu"})
+    cpu_sim, expected = run()
+    assert not cpu_sim._per_step and cpu_sim._launch._cpu
+    tisim.init(**{**TEST_SETTINGS, "arch": "cuda"})
+    gpu_sim, results = run()
+    assert gpu_sim._per_step and not gpu_sim._launch._cpu
+    for got, want in zip(results, expected):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
