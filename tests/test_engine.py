@@ -1,9 +1,9 @@
 """The rollout engine: the worked example, batches, Jacobians and what bad input gets."""
 import numpy as np
 import pytest
+from conftest import TEST_SETTINGS
 
 import tisim
-from conftest import TEST_SETTINGS
 from tisim.systems import Linear, ScalarLinear
 
 TARGET = tisim.losses.TerminalTarget({"x": 2.0})

@@ -51,9 +51,10 @@ def test_bound_calls_equal_plain_calls_with_changing_scalars_and_contents():
 
 
 def test_a_kept_launch_context_is_relaunched_hundreds_of_times():
-    """On a CPU one launch context serves every call of a binding (a GPU fills a fresh one); relaunched 300 times with changing scalars it
-    accumulates exactly what 300 plain calls do, in the values and in the gradient arrays (an ndarray given to a
-    kept context the way Taichi's call path gives it was corrupted at the second launch)."""
+    """On a CPU one launch context serves every call of a binding (a GPU fills a fresh one each time). Relaunched
+    300 times with changing scalars it accumulates exactly what 300 plain calls do, in the values and in the gradient
+    arrays (an ndarray given to a kept context the way Taichi's call path gives it was corrupted at the second
+    launch)."""
     launch = Launches()
     x, out = arrays()
     x2, out2 = arrays()
