@@ -1,7 +1,11 @@
 """The runtime: initialization, simulator lifetime and reproducibility."""
+import types
+
 import numpy as np
 import pytest
+import taichi as ti
 from conftest import TEST_SETTINGS
+from taichi.lang import impl
 
 import tisim
 from tisim import runtime
@@ -56,6 +60,27 @@ def test_restart_invalidates_old_simulators():
         np.testing.assert_allclose(fresh.rollout()["x"][0], [0, 1, 1.9, 2.71], rtol=1e-6)
         with pytest.raises(RuntimeError, match="needs tisim.init\\(precision='f64'\\)"):
             tisim.gradcheck(fresh, tisim.losses.TerminalTarget({"x": 2.0}))
+    finally:
+        tisim.init(**TEST_SETTINGS)
+
+
+def test_restart_retires_the_old_runtimes_arrays(monkeypatch):
+    """Taichi frees an array by its address in the live program, so an array of an older program freed after a
+    restart could free a new array that reuses its address (CI failed that way: "argument not found"). After a
+    restart, freeing an old array must not reach the program; freeing a new one still must."""
+    sim = ScalarLinear(horizon=2)
+    sim.rollout()
+    old = [sim.theta, sim.theta.grad, sim.loss, sim.x]
+    tisim.init(arch="cpu", precision="f32")
+    try:
+        new = ti.ndarray(ti.f32, (3,))
+        freed = []
+        monkeypatch.setattr(impl, "get_runtime", lambda: types.SimpleNamespace(
+            prog=types.SimpleNamespace(delete_ndarray=freed.append)))
+        for array in old + [new]:
+            array.__del__()
+        monkeypatch.undo()
+        assert len(freed) == 1 and freed[0] is new.arr
     finally:
         tisim.init(**TEST_SETTINGS)
 

@@ -4,6 +4,7 @@ Every array a simulator holds is a ``ti.ndarray`` and every kernel takes its arr
 compile once per system class and structure (not once per simulator), and no SNode tree is ever created, so a process
 can create and discard any number of simulators (Taichi's field trees run out at 512 per process).
 """
+import gc
 import os
 import tempfile
 import warnings
@@ -13,6 +14,7 @@ os.environ.setdefault("TI_SKIP_VERSION_CHECK", "ON")  # no network here; the che
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # taichi calls locale.getdefaultlocale at import
     import taichi as ti
+    from taichi.lang._ndarray import Ndarray
 
 ARCHS = {"cpu": ti.cpu, "cuda": ti.cuda, "vulkan": ti.vulkan, "metal": ti.metal, "gpu": ti.gpu}
 PRECISIONS = {"f32": ti.f32, "f64": ti.f64}
@@ -68,10 +70,10 @@ def init(arch="cpu", precision="f64", deterministic=False, threads=None, debug=F
     if settings == _settings:
         return
     if _settings is not None:
-        # Bound calls hold handles to compiled kernels that the old program owns: drop them while it still exists
-        # (measured: kept past ti.reset, they corrupted later launches, "argument not found")
+        # bound calls hold handles to compiled kernels that the old program owns: drop them while it still exists
         for calls in list(_bound_calls):
             calls.clear()
+        _retire_arrays()
         ti.reset()
     options = dict(arch=ARCHS[arch], default_fp=PRECISIONS[precision], debug=debug, fast_math=False,
                    offline_cache=True, log_level=ti.WARN)
@@ -84,6 +86,33 @@ def init(arch="cpu", precision="f64", deterministic=False, threads=None, debug=F
     _settings = settings
     _generation += 1
     _hosts.clear()
+
+
+class _Retired:
+    """Mixed into an array of a finished program: freeing it no longer asks the live program to free it."""
+
+    def __del__(self):
+        pass
+
+
+_retired_classes = {}
+
+
+def _retire_arrays():
+    """Make every array of the program about to end forget it.
+
+    Taichi 1.7.4 frees an ndarray by asking the *live* program to free the object at its address. The old program's
+    arrays die with it, and a new array can reuse one's address; if the old Python array is freed later, the new
+    array's memory goes and its next launch fails ("invalid DeviceAllocation", then "argument not found"). The
+    arrays' class is switched to one whose finalizer does nothing, which covers arrays held by users and garbage
+    not yet collected (both are in ``gc.get_objects()``).
+    """
+    for obj in gc.get_objects():
+        if isinstance(obj, Ndarray) and not isinstance(obj, _Retired):
+            cls = type(obj)
+            if cls not in _retired_classes:
+                _retired_classes[cls] = type("Retired" + cls.__name__, (_Retired, cls), {})
+            obj.__class__ = _retired_classes[cls]
 
 
 def ensure_init():
