@@ -108,8 +108,8 @@ def _retire_arrays():
     not yet collected (both are in ``gc.get_objects()``).
     """
     for obj in gc.get_objects():
-        if isinstance(obj, Ndarray) and not isinstance(obj, _Retired):
-            cls = type(obj)
+        cls = type(obj)  # not isinstance: that reads __class__, which some objects (torch's) warn on
+        if issubclass(cls, Ndarray) and not issubclass(cls, _Retired):
             if cls not in _retired_classes:
                 _retired_classes[cls] = type("Retired" + cls.__name__, (_Retired, cls), {})
             obj.__class__ = _retired_classes[cls]
