@@ -1,4 +1,5 @@
 """The runtime: initialization, simulator lifetime and reproducibility."""
+import sys
 import types
 
 import numpy as np
@@ -9,7 +10,8 @@ from taichi.lang import impl
 
 import tisim
 from tisim import runtime
-from tisim.systems import Linear, ScalarLinear
+from tisim.robots import Robot
+from tisim.systems import Linear, MassSpring, ScalarLinear
 
 
 def test_init_is_idempotent():
@@ -81,6 +83,22 @@ def test_restart_retires_the_old_runtimes_arrays(monkeypatch):
             array.__del__()
         monkeypatch.undo()
         assert len(freed) == 1 and freed[0] is new.arr
+    finally:
+        tisim.init(**TEST_SETTINGS)
+
+
+def test_restart_lets_the_old_program_go():
+    """No simulator keeps the old Taichi program reachable past a restart. A kept field tree did (MassSpring's
+    topology, forward mode's fields), and when the simulator was collected later the old program's destructor freed
+    memory the new program was using (a segfault in CI, in a later test)."""
+    body = MassSpring(horizon=3, robot=Robot.load("worm"))
+    body.rollout()
+    pendulum = Linear(horizon=3, n=2, m=1)
+    pendulum.gradient(tisim.losses.TerminalTarget({"x": [1.0, 0.0]}), method="forward")
+    old = impl.get_runtime().prog
+    tisim.init(arch="cpu", precision="f32")
+    try:
+        assert sys.getrefcount(old) == 2  # the name `old` and getrefcount's argument
     finally:
         tisim.init(**TEST_SETTINGS)
 

@@ -14,6 +14,7 @@ os.environ.setdefault("TI_SKIP_VERSION_CHECK", "ON")  # no network here; the che
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # taichi calls locale.getdefaultlocale at import
     import taichi as ti
+    from taichi._snode.snode_tree import SNodeTree
     from taichi.lang._ndarray import Ndarray
 
 ARCHS = {"cpu": ti.cpu, "cuda": ti.cuda, "vulkan": ti.vulkan, "metal": ti.metal, "gpu": ti.gpu}
@@ -73,7 +74,7 @@ def init(arch="cpu", precision="f64", deterministic=False, threads=None, debug=F
         # bound calls hold handles to compiled kernels that the old program owns: drop them while it still exists
         for calls in list(_bound_calls):
             calls.clear()
-        _retire_arrays()
+        _detach_from_program()
         ti.reset()
     options = dict(arch=ARCHS[arch], default_fp=PRECISIONS[precision], debug=debug, fast_math=False,
                    offline_cache=True, log_level=ti.WARN)
@@ -98,18 +99,25 @@ class _Retired:
 _retired_classes = {}
 
 
-def _retire_arrays():
-    """Make every array of the program about to end forget it.
+def _detach_from_program():
+    """Before a restart: make the program about to end unreachable from every Python object, so that it ends with the
+    restart and nothing later reaches into the next one.
 
-    Taichi 1.7.4 frees an ndarray by asking the *live* program to free the object at its address. The old program's
-    arrays die with it, and a new array can reuse one's address; if the old Python array is freed later, the new
-    array's memory goes and its next launch fails ("invalid DeviceAllocation", then "argument not found"). The
-    arrays' class is switched to one whose finalizer does nothing, which covers arrays held by users and garbage
-    not yet collected (both are in ``gc.get_objects()``).
+    Two Taichi 1.7.4 behaviours make this necessary (both seen in CI runs as crashes long after a restart):
+    - A field tree (``SNodeTree``, from ``FieldsBuilder.finalize``; MassSpring's topology, forward mode's fields)
+      keeps a reference to its program. A simulator kept past a restart kept the old program alive, and when the
+      simulator was collected later the old program's destructor freed its arrays' memory a second time: memory
+      the new program had handed out again (a segfault in the next kernel).
+    - An ndarray is freed by asking the *live* program to free the object at its address. An old array freed after
+      a restart could free a new array that reuses that address ("invalid DeviceAllocation", "argument not found").
+    Field trees forget their program; arrays get a class whose finalizer does nothing. ``gc.get_objects()`` finds
+    both wherever they are held (by users, or as garbage not yet collected).
     """
     for obj in gc.get_objects():
         cls = type(obj)  # not isinstance: that reads __class__, which some objects (torch's) warn on
-        if issubclass(cls, Ndarray) and not issubclass(cls, _Retired):
+        if cls is SNodeTree:
+            obj.prog = None
+        elif issubclass(cls, Ndarray) and not issubclass(cls, _Retired):
             if cls not in _retired_classes:
                 _retired_classes[cls] = type("Retired" + cls.__name__, (_Retired, cls), {})
             obj.__class__ = _retired_classes[cls]
