@@ -10,6 +10,7 @@ from taichi.lang import impl
 
 import tisim
 from tisim import runtime
+from tisim.launch import _BoundCall
 from tisim.robots import Robot
 from tisim.systems import Linear, MassSpring, ScalarLinear
 
@@ -95,6 +96,8 @@ def test_restart_lets_the_old_program_go():
     body.rollout()
     pendulum = Linear(horizon=3, n=2, m=1)
     pendulum.gradient(tisim.losses.TerminalTarget({"x": [1.0, 0.0]}), method="forward")
+    stray = [call for call in body._launch._bound.values() if isinstance(call, _BoundCall)]
+    assert stray  # bound calls held elsewhere too, as a kept traceback would hold one
     old = impl.get_runtime().prog
     tisim.init(arch="cpu", precision="f32")
     try:

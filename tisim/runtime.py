@@ -110,13 +110,17 @@ def _detach_from_program():
       the new program had handed out again (a segfault in the next kernel).
     - An ndarray is freed by asking the *live* program to free the object at its address. An old array freed after
       a restart could free a new array that reuses that address ("invalid DeviceAllocation", "argument not found").
-    Field trees forget their program; arrays get a class whose finalizer does nothing. ``gc.get_objects()`` finds
+    Field trees and bound kernel calls (tisim/launch.py) forget their program; arrays get a class whose finalizer
+    does nothing. ``gc.get_objects()`` finds
     both wherever they are held (by users, or as garbage not yet collected).
     """
+    from tisim.launch import _BoundCall  # here: tisim.launch imports this module
     for obj in gc.get_objects():
         cls = type(obj)  # not isinstance: that reads __class__, which some objects (torch's) warn on
         if cls is SNodeTree:
             obj.prog = None
+        elif cls is _BoundCall:  # one still held after its Launches was cleared (by a kept traceback, say)
+            obj.__dict__.clear()
         elif issubclass(cls, Ndarray) and not issubclass(cls, _Retired):
             if cls not in _retired_classes:
                 _retired_classes[cls] = type("Retired" + cls.__name__, (_Retired, cls), {})
