@@ -89,8 +89,8 @@ def test_numpy_arguments_are_written_back_and_templates_key_the_binding():
 
 
 def test_a_restart_drops_every_binding():
-    """tisim.init with new settings restarts Taichi; bindings hold handles into the old program, so they are dropped
-    first (kept, they broke later launches: "argument not found"), and new simulators bind afresh."""
+    """tisim.init with new settings restarts Taichi; bindings hold handles into the old program (and keep it
+    alive), so they are dropped first, and new simulators bind afresh."""
     old = tisim.systems.Pendulum(horizon=20, theta=0.5)
     loss = tisim.losses.TerminalTarget({"theta": 0.0})
     expected = old.gradient(loss).params["l"]

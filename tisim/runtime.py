@@ -1,8 +1,9 @@
 """The Taichi runtime: the one place that calls ``ti.init`` and owns compiled-kernel lifetime.
 
 Every array a simulator holds is a ``ti.ndarray`` and every kernel takes its arrays as arguments. Kernels therefore
-compile once per system class and structure (not once per simulator), and no SNode tree is ever created, so a process
-can create and discard any number of simulators (Taichi's field trees run out at 512 per process).
+compile once per system class and structure (not once per simulator), and field trees are made once per structure
+(MassSpring's topology; forward mode's buffers, per buffer size too), so a process can create and discard any number of
+simulators (Taichi's field trees run out at 512 per process).
 """
 import gc
 import os
@@ -111,8 +112,7 @@ def _detach_from_program():
     - An ndarray is freed by asking the *live* program to free the object at its address. An old array freed after
       a restart could free a new array that reuses that address ("invalid DeviceAllocation", "argument not found").
     Field trees and bound kernel calls (tisim/launch.py) forget their program; arrays get a class whose finalizer
-    does nothing. ``gc.get_objects()`` finds
-    both wherever they are held (by users, or as garbage not yet collected).
+    does nothing. ``gc.get_objects()`` finds them wherever they are held (by users, or as garbage not yet collected).
     """
     from tisim.launch import _BoundCall  # here: tisim.launch imports this module
     for obj in gc.get_objects():
