@@ -18,7 +18,7 @@ def cartpole_case():
     data = np.full(121, np.nan)
     data[::7] = 0.5
     loss = (TerminalTarget({"theta": 0.0, "x": 0.3}) + Tracking({"x": data}) + 0.01 * Effort()
-            + TerminalSum({"x_dot": 2.0}))
+            + TerminalSum({"x_dot": 2.0}) + TerminalSum({"theta": -0.5}, steps=range(60, 121, 3)))
     return sim, loss
 
 

@@ -59,7 +59,8 @@ def cubic_final(x: ti.template(), theta: ti.template(), u: ti.template(), b, T):
     lambda: Tracking({"x": np.random.default_rng(2).normal(size=(6, 2))}, weights=0.3),
     lambda: Custom(cubic_final) + Effort(),
     lambda: TerminalSum({"x": [0.5, -2.0]}) + TerminalTarget({"x": [0.0, 1.0]}),
-], ids=["terminal+effort", "tracking", "custom+effort", "sum+terminal"])
+    lambda: TerminalSum({"x": [0.25, -1.0]}, steps=range(1, 6)) + 0.1 * Effort(),
+], ids=["terminal+effort", "tracking", "custom+effort", "sum+terminal", "sum-over-steps+effort"])
 def test_loss_gradients_match_central_differences(make_loss):
     """Every loss kind differentiates correctly in all three groups (float64 central differences)."""
     report = tisim.gradcheck(random_linear(), make_loss())
@@ -82,6 +83,23 @@ def test_custom_loss_over_steps():
         sim.gradient(Custom(squared_first, steps=[0, 6]))
     with pytest.raises(ValueError, match="non-empty 1-D sequence"):
         Custom(squared_first, steps=[])
+
+
+def test_linear_loss_over_steps():
+    """TerminalSum(w, steps) sums w . x[t] over the given steps (a time average when w is scaled by 1 / len(steps));
+    zero weights add nothing; steps outside [0, T] or empty are refused."""
+    sim = random_linear()
+    x = sim.rollout()["x"]
+    w = np.array([0.5, 0.0])
+    loss = TerminalSum({"x": w / 3}, steps=[1, 3, 5])
+    np.testing.assert_allclose(sim.gradient(loss).per_batch, x[:, [1, 3, 5]].mean(axis=1) @ w, rtol=1e-13)
+    assert len(loss.linear_entries(sim)) == 3  # the zero weight of x[1] makes no entries
+    with pytest.raises(ValueError, match=r"TerminalSum: steps must lie in \[0, 5\]"):
+        sim.gradient(TerminalSum({"x": w}, steps=range(3, 7)))
+    with pytest.raises(ValueError, match="TerminalSum: steps must be a non-empty 1-D sequence"):
+        TerminalSum({"x": w}, steps=[])
+    with pytest.raises(ValueError, match="TerminalSum: steps must be a non-empty 1-D sequence"):
+        TerminalSum({"x": w}, steps=[1.5])
 
 
 def test_custom_loss_value():

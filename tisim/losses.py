@@ -2,7 +2,8 @@
 
     TerminalTarget   sum_k w_k (x_k[T] - x*_k)^2                 over the named states at the final step
     Tracking         sum_t sum_k w_k (x_k[t] - d_k[t])^2          over recorded data; NaN marks "not observed"
-    TerminalSum      sum_k w_k x_k[T]                             a linear functional, e.g. minus the mean position
+    TerminalSum      sum_k w_k x_k[T]                             a linear functional, e.g. minus the mean position;
+                     with steps=: summed over those steps instead
     Effort           w sum_t |a[t]|^2
     w1 * L1 + L2     weighted sums of the above (and of custom losses)
     Custom(f, steps) sum over t in steps of f(x, theta, u, b, t), a Taichi function; steps default: the final step
@@ -147,25 +148,31 @@ class Tracking(Loss):
 
 class TerminalSum(Loss):
     """sum_k w_k x_k[T]: weights {state: scalar or array of the state's shape}, e.g. the mean x of N particles is
-    TerminalSum({"pos": w}) with w[:, 0] = 1/N, w[:, 1] = 0 (minus that, to move right)."""
+    TerminalSum({"pos": w}) with w[:, 0] = 1/N, w[:, 1] = 0 (minus that, to move right).
 
-    def __init__(self, weights):
+    steps: step indices in [0, T] to sum over instead of the final step alone (as for Custom); with w scaled by
+    1 / len(steps) it is an average over time, such as the mean position over a gait's last cycle."""
+
+    def __init__(self, weights, steps=None):
         if not isinstance(weights, dict) or not weights:
             raise TypeError("TerminalSum: weights must be a non-empty dict {state name: weights}")
         self.weights = {k: np.asarray(v, dtype=np.float64) for k, v in weights.items()}
         for name, w in self.weights.items():
             if not np.all(np.isfinite(w)):
                 raise ValueError(f"TerminalSum: weights[{name!r}] must be finite")
+        self.steps = _steps("TerminalSum", steps)
 
     def linear_entries(self, sim):
         layout, rows = sim.state_layout, []
+        steps = _steps_within("TerminalSum", self.steps, sim.T)
         for name, w in self.weights.items():
             layout.check_name(name, "TerminalSum.weights")
             shape = layout.shapes[name]
             if w.shape not in ((), shape):
                 raise ValueError(f"TerminalSum: weights[{name!r}] must be a scalar or shape {shape}, got {w.shape}")
             for j, value in enumerate(np.broadcast_to(w, shape).reshape(-1)):
-                rows.append((sim.T, layout.offsets[name] + j, float(value)))
+                if value != 0.0:  # a zero weight adds nothing but an entry per step
+                    rows += [(int(t), layout.offsets[name] + j, float(value)) for t in steps]
         return rows
 
     def __repr__(self):
@@ -189,16 +196,10 @@ class Custom(Loss):
         if not callable(function):
             raise TypeError(f"Custom: function must be a @ti.func, got {type(function).__name__}")
         self.kernels = _CustomKernels(function)
-        self.steps = None if steps is None else np.asarray(list(steps) if isinstance(steps, range) else steps)
-        if self.steps is not None and (self.steps.ndim != 1 or self.steps.size == 0
-                                       or not np.issubdtype(self.steps.dtype, np.integer)):
-            raise ValueError(f"Custom: steps must be a non-empty 1-D sequence of step indices, got {steps!r}")
+        self.steps = _steps("Custom", steps)
 
     def step_indices(self, sim):
-        steps = np.array([sim.T]) if self.steps is None else self.steps
-        if steps.min() < 0 or steps.max() > sim.T:
-            raise ValueError(f"Custom: steps must lie in [0, {sim.T}], got {steps.min()}..{steps.max()}")
-        return steps
+        return _steps_within("Custom", self.steps, sim.T)
 
     def __repr__(self):
         return "Custom()"
@@ -317,6 +318,23 @@ class _Bound:
             launch(kernels.accumulate, x, theta, u, L, steps, weight, serial, grad=True)
         launch(_quadratic, x, u, L, self.time, self.offset, self.w, self.target, self.linear, self.w_effort, serial,
                grad=True)
+
+
+def _steps(owner, steps):
+    """Step indices as a 1-D integer array, or None (the final step)."""
+    if steps is None:
+        return None
+    array = np.asarray(list(steps) if isinstance(steps, range) else steps)
+    if array.ndim != 1 or array.size == 0 or not np.issubdtype(array.dtype, np.integer):
+        raise ValueError(f"{owner}: steps must be a non-empty 1-D sequence of step indices, got {steps!r}")
+    return array
+
+
+def _steps_within(owner, steps, T):
+    steps = np.array([T]) if steps is None else steps
+    if steps.min() < 0 or steps.max() > T:
+        raise ValueError(f"{owner}: steps must lie in [0, {T}], got {steps.min()}..{steps.max()}")
+    return steps
 
 
 def _int_array(values):
