@@ -151,3 +151,14 @@ def test_per_step_schedule_equals_the_fused_one():
         np.testing.assert_allclose(per_step[key], fused[key], rtol=1e-12, atol=1e-12 * np.abs(fused[key]).max(),
                                    err_msg=key)
     assert np.abs(fused["actions"]).max() > 0 and np.abs(fused["c_k"]).max() > 0
+
+
+@pytest.mark.parametrize("ratio, expected", [(0.5, 0.5), (1.0, 0.0), (2.0, -1.0)])
+def test_ground_damping_step_limit(ratio, expected):
+    """A particle pressing into the ground (no gravity, no contact spring) keeps (1 - dt kd / m) of its normal
+    velocity per step: stopped at dt kd / m = 1, reversed at 2, the limit mass_spring.py's docstring names."""
+    robot = Robot("pair", [[0.0, -1e-3], [0.05, -1e-3]], [[0, 1]])
+    sim = MassSpring(horizon=1, dt=1e-3, robot=robot, g=0.0, kc=0.0, kd=ratio * 0.01 / 1e-3, m=0.01, mu=0.0,
+                     vel=np.array([[0.0, -0.2], [0.0, -0.2]]))
+    vy = sim.rollout()["vel"][0, 1, :, 1]
+    np.testing.assert_allclose(vy, expected * -0.2, rtol=1e-12, atol=1e-15)

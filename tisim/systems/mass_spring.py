@@ -9,6 +9,13 @@ Ground y = 0:  depth p = -y;  fn = kc p - kd min(vy, 0) while p > 0 (penalty_nor
 Each particle: m v' = sum of spring forces + (ft, fn) - m g e_y; semi-implicit Euler.
 This is the reference workload of design.md exactly. Non-smooth: the ground contact switch.
 
+Explicit steps of the dissipative laws have limits of their own, beside the springs' stability limit: a particle
+pressing into the ground loses dt kd / m of its normal velocity per step, so at dt kd / m = 2 (dt = 1 ms with the
+defaults) the step reverses it instead of stopping it, and the friction law overshoots zero slip once
+dt mu fn / (m eps) > 1. Neither blows up, but rollouts near those limits chatter at contact and turn chaotic, and so
+do their gradients: a soft walker at dt = 1 ms gave adjoints that a 1e-9 change of the initial state turned around
+(demos/soft_walker.py runs at the default dt = 0.5 ms, with eps = 0.1 m/s).
+
 Layout: pos and vel are (n_particles, 2); k and rest are per spring; damping, m, kc, kd, mu, eps, g are global. The
 topology (which particles each spring joins, which actuator drives it) is structure: it lives in Taichi fields on the
 kernel host, one set per distinct robot. Each particle's update (step_item) gathers its springs from a padded incidence
