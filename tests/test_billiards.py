@@ -1,7 +1,9 @@
 """Smoke test of demos/billiards.py: the optimized shot puts the target ball inside the goal circle."""
+import pytest
 from conftest import load_demo
 
 
+@pytest.mark.perturbed
 def test_billiards_shot_ends_inside_the_goal(tmp_path):
     """From a straight shot that misses by ~57 cm, the target ball ends within the 6 cm goal; the GIF is written."""
     r = load_demo("billiards").main(["--out", str(tmp_path), "--short"])

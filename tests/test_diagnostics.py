@@ -51,3 +51,42 @@ def test_sticking_block_switches_once():
     sim = tisim.systems.SlidingBlock(horizon=1500, v=2.0, friction="stick_slip")
     report = diagnostics.health(sim, TerminalTarget({"x": 0.0}))
     assert report.switches()["sliding"][0] == 1 and report.events["sliding"][0, 0]
+
+
+def test_last_bits_moves_every_input_in_its_last_bits_only():
+    """Inside last_bits, parameters, initial states and actions (constructor and setters) shrink by at most `size`
+    relative, some by more than nothing; bounds hold (e = 1 stays <= 1, a zero stays zero); outside, nothing moves."""
+    actions = np.linspace(0.5, 2.0, 40)[:, None] * [1.0, -0.5]  # (T, 2): a force per step
+    with diagnostics.last_bits(1e-12, seed=1):
+        sim = tisim.systems.BouncingBall(horizon=40, batch=3, e=1.0, vx=0.0, py=1.5)
+        sim.set_actions(actions)
+        sim.set_params(m=2.0)
+        moved = dict(py=sim.initial_state["py"], e=sim.params["e"], m=sim.params["m"], vx=sim.initial_state["vx"],
+                     actions=sim.actions)
+    nominal = dict(py=1.5, e=1.0, m=2.0, vx=0.0, actions=np.broadcast_to(actions, moved["actions"].shape))
+    for name, value in moved.items():
+        expected = np.asarray(nominal[name], dtype=np.float64)
+        assert np.all(np.abs(value - expected) <= 1e-12 * np.abs(expected)), name
+        assert np.all(np.abs(value) <= np.abs(expected)), name
+        assert np.any(value != expected) == np.any(expected != 0), f"{name}: moved {value} from {expected}"
+    exact = tisim.systems.BouncingBall(horizon=40, batch=3, e=1.0, py=1.5)
+    assert np.all(exact.initial_state["py"] == 1.5) and np.all(exact.params["e"] == 1.0)
+
+
+def test_last_bits_checks_its_size_and_leaves_errors_alone():
+    """A size outside [0, 1e-3] is refused before anything moves; bad input inside the block gets its usual error."""
+    for size in (-1e-12, 0.1, "tiny", True):
+        with pytest.raises(ValueError, match=r"last_bits: size must be a relative size in \[0, 1e-3\]"):
+            with diagnostics.last_bits(size):
+                pass
+    with diagnostics.last_bits(1e-12, seed=2):
+        sim = tisim.systems.ScalarLinear(horizon=3)
+        with pytest.raises(TypeError, match="theta must be numeric"):
+            sim.set_params(theta="one")
+
+
+@pytest.mark.perturbed
+def test_marked_tests_run_exactly_and_perturbed(last_bits):
+    """The suite's perturbed marker (tests/conftest.py) runs a test exactly and once per seed with the inputs moved."""
+    sim = tisim.systems.ScalarLinear(horizon=3, theta=1.0)
+    assert (sim.params["theta"][0] == 1.0) == (last_bits is None)

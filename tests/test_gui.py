@@ -97,6 +97,7 @@ def test_explorer_window_on_a_virtual_display(tmp_path):
     assert found, "no frame with the lambda bars and the control panel appeared within 90 s"
 
 
+@pytest.mark.perturbed
 @needs_vulkan
 def test_billiards_window_shoots_and_optimizes_offscreen():
     """The billiards window takes a shot, optimizes from it on O, and ends with the target ball in the goal."""

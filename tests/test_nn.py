@@ -58,6 +58,7 @@ def test_bad_network():
         MLP((2, 1)).initial_weights(method="xavier")
 
 
+@pytest.mark.perturbed
 def test_joint_fit_beats_physics_alone(tmp_path):
     """Fitting physics and residual network together predicts held-out swings better than physics alone."""
     result = load_demo("residual_learning").main(["--out", str(tmp_path)])

@@ -29,6 +29,7 @@ def test_matches_tisim_gradients():
     np.testing.assert_allclose(theta0.grad.numpy(), g.initial_state["theta"], rtol=1e-12)
 
 
+@pytest.mark.perturbed
 def test_a_torch_policy_trains_through_the_simulator():
     """A linear torch policy's weight gradient is the chain rule through tisim (checked against torch's own
     finite-difference gradcheck), and a few Adam steps lower the loss."""

@@ -9,6 +9,7 @@ from tisim.losses import Effort, TerminalTarget, Tracking
 from tisim.tasks import identify, optimize_actions, receding_horizon
 
 
+@pytest.mark.perturbed
 def test_optimize_actions_reaches_target_within_limits():
     """Actions of a ScalarLinear system are optimized to hit a target, inside the force limits."""
     sim = tisim.systems.ScalarLinear(horizon=10, batch=2, a=0.5, theta=0.0)
@@ -21,6 +22,7 @@ def test_optimize_actions_reaches_target_within_limits():
         optimize_actions(sim, loss, limits=(1.0, -1.0))
 
 
+@pytest.mark.perturbed
 def test_identify_recovers_cartpole_parameters_from_noiseless_data():
     """Cart-pole masses, length and friction come back within 2% from noiseless recordings of 4 experiments."""
     sysid = load_demo("sysid")
@@ -39,6 +41,7 @@ def test_identify_recovers_cartpole_parameters_from_noiseless_data():
         assert model.params[name][0] == pytest.approx(result.values[name])
 
 
+@pytest.mark.perturbed
 def test_identify_from_noisy_recordings():
     """The committed noisy recordings (sigma 1 mm / 1 mrad) give every parameter within 1%."""
     results = load_demo("sysid").main(["--iterations", "600"])
@@ -54,6 +57,7 @@ def test_identify_rejects_unknown_parameters():
         identify(sim, TerminalTarget({"theta": 0.0}), ["ll"])
 
 
+@pytest.mark.perturbed
 def test_receding_horizon_corrects_model_error():
     """MPC on a plant whose dynamics differ from the model's ends far closer to the target than the open-loop plan."""
     model = tisim.systems.ScalarLinear(horizon=6, a=0.8, theta=0.0)

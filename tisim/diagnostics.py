@@ -8,11 +8,16 @@ non-smooth switches (contacts, sticking) fired along the way.
 adjoint_norm[b, t] = |lambda_t| = |dL/dx_t| over all states. Going backward from T, it grows like exp(rate (T - t))
 in a chaotic or amplifying system and decays in a contracting one; ``growth`` is that rate per step, fitted to
 log |lambda_t|. A gradient through many contact switches is piecewise: the events tell how many were crossed.
+
+    with tisim.diagnostics.last_bits(1e-12, seed=1):   # every input moved in its last bits
+        result = optimize_actions(sim, loss)             # does the outcome survive another CPU's rounding?
 """
+import contextlib
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from tisim import engine
 from tisim.engine import NonFiniteError
 
 
@@ -75,3 +80,24 @@ def health(sim, loss):
         b, t = max(((b, int(np.max(np.nonzero(bad[b])[0]))) for b in range(B) if bad[b].any()), key=lambda p: p[1])
         first = (t, b, "adjoint (the backward pass; the rollout is finite)")
     return HealthReport(norm, growth_rate(norm), first, sim.events(sim.rollout()), g.value)
+
+
+@contextlib.contextmanager
+def last_bits(size=1e-12, seed=0):
+    """Inside the block, every input a simulator is given (parameters, initial states and actions, by constructors and
+    setters, so every optimizer iterate too) is shrunk toward zero by a random relative amount below ``size``.
+
+    Another CPU rounds differently in the last bits (Taichi compiles for the host CPU; numpy's BLAS picks kernels per
+    CPU), and so does another thread count; an optimization, a chaotic rollout or a statistic can turn that into a
+    different answer. Run it again inside this block, with a few seeds, to see whether its outcome depends on
+    rounding. Shrinking keeps every value inside its declared bounds (all of them hold 0 or end at it), and a zero
+    stays zero. Not thread-safe: it applies to every simulator in the process while the block runs."""
+    if isinstance(size, bool) or not isinstance(size, (int, float)) or not 0 <= size <= 1e-3:
+        raise ValueError(f"last_bits: size must be a relative size in [0, 1e-3], got {size!r}")
+    rng = np.random.default_rng(seed)
+    previous = engine._jitter
+    engine._jitter = lambda value: value * (1.0 - size * rng.random(np.shape(value)))
+    try:
+        yield
+    finally:
+        engine._jitter = previous

@@ -30,6 +30,7 @@ STALE_ALL = ("theta", "x0", "u")
 SERIAL_WORK = 20_000  # element-steps below which a kernel's batch loop is serialized
 UNROLLED_STATE = 16  # states up to this many entries are cleared and checked row by row in unrolled code
 HOST_BUFFER_ENTRIES = 1 << 16  # largest action gradient read back through a persistent, bound host buffer
+_jitter = None  # while tisim.diagnostics.last_bits is active: moves every input a simulator is given, once validated
 
 
 # Elementwise kernels loop `for b: for t: for k` rather than over ti.ndrange: the flat index's divisions cost more
@@ -447,7 +448,7 @@ class System:
         self._check_alive()
         checked = {k: self.param_layout.validated(k, v, self.B, "set_params") for k, v in values.items()}
         for name, value in checked.items():
-            self.param_layout.write(self._theta, name, value)
+            self.param_layout.write(self._theta, name, value if _jitter is None else _jitter(value))
         self._stale.add("theta")
 
     @property
@@ -460,7 +461,7 @@ class System:
         self._check_alive()
         checked = {k: self.state_layout.validated(k, v, self.B, "set_initial_state") for k, v in values.items()}
         for name, value in checked.items():
-            self.state_layout.write(self._x0, name, value)
+            self.state_layout.write(self._x0, name, value if _jitter is None else _jitter(value))
         self._stale.add("x0")
 
     @property
@@ -471,7 +472,8 @@ class System:
     def set_actions(self, actions):
         """Set the action sequence a[0:T]: shape (T, *action shape) for all B, or (B, T, *action shape)."""
         self._check_alive()
-        self._u[:] = self._validated_actions(actions).reshape(self._u.shape)
+        actions = self._validated_actions(actions).reshape(self._u.shape)
+        self._u[:] = actions if _jitter is None else _jitter(actions)
         self._stale.add("u")
 
     def _validated_actions(self, actions):
