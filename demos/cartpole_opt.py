@@ -57,9 +57,14 @@ def succeeded(s):
     return abs(s["angle"]) < 0.05 and abs(s["angular_velocity"]) < 0.1 and s["cart_extent"] < 2.4
 
 
+def first_attempt(sim, seed):
+    """The random forces the optimization starts from, within the limits."""
+    return np.clip(np.random.default_rng(seed).normal(size=(sim.B, sim.T)), -FORCE_LIMIT, FORCE_LIMIT)
+
+
 def swing_up(sim, seed, iterations=(800, 400), progress=False, callback=None):
     """Two-stage trajectory optimization of every batch element; returns the two Results."""
-    start = np.random.default_rng(seed).normal(size=(sim.B, sim.T))
+    start = first_attempt(sim, seed)
     find = optimize_actions(sim, swing_up_loss(sim, 1.0), limits=(-FORCE_LIMIT, FORCE_LIMIT), initial=start,
                             iterations=iterations[0], optimizer=tisim.optim.Adam(lr=0.3), progress=progress,
                             callback=callback)
@@ -153,7 +158,7 @@ def main(argv=None):
         traj = sim.rollout()
         best = int(np.argmin(sim.gradient(swing_up_loss(sim, 100.0)).per_batch))
         iterations, history = find.iterations + land.iterations, find.history + land.history
-        sim.set_actions(find.history[0]["values"]["actions"])
+        sim.set_actions(first_attempt(sim, args.seed))
         first = sim.rollout()
     seconds = time.perf_counter() - started
     gif, plot = pictures(pathlib.Path(args.out), first, traj, tisim.systems.Cartpole(horizon=1).params, history, best)

@@ -30,7 +30,8 @@ def test_optimizers_reach_the_minimum_of_a_bowl(optimizer):
 
 def test_bounds_and_log_space():
     """Box bounds project every step; log-space variables stay positive and reach a positive optimum."""
-    result = minimize(bowl, {"p": np.zeros(3)}, optimizer=Adam(lr=0.1), iterations=300, bounds={"p": (-1.0, 1.0)})
+    result = minimize(bowl, {"p": np.zeros(3)}, optimizer=Adam(lr=0.1), iterations=300, bounds={"p": (-1.0, 1.0)},
+                      record_values=True)
     np.testing.assert_allclose(result.values["p"], [1.0, -1.0, 0.5], atol=1e-3)
     assert all(np.all(np.abs(h["values"]["p"]) <= 1.0) for h in result.history)
 
@@ -38,7 +39,8 @@ def test_bounds_and_log_space():
         d = values["m"] - 0.25
         return float(d @ d), {"m": 2 * d}
 
-    result = minimize(positive, {"m": np.array([4.0, 0.01])}, optimizer=Adam(lr=0.1), iterations=1500, log_space=["m"])
+    result = minimize(positive, {"m": np.array([4.0, 0.01])}, optimizer=Adam(lr=0.1), iterations=1500, log_space=["m"],
+                      record_values=True)
     np.testing.assert_allclose(result.values["m"], [0.25, 0.25], rtol=1e-3)
     assert all(np.all(h["values"]["m"] > 0) for h in result.history)
 
@@ -46,7 +48,7 @@ def test_bounds_and_log_space():
 def test_gradient_clipping_limits_the_step():
     """With clip, gradient descent moves by at most lr * clip per iteration."""
     result = minimize(bowl, {"p": np.array([100.0, 0.0, 0.0])}, optimizer=GradientDescent(lr=0.1), iterations=3,
-                      clip=1.0)
+                      clip=1.0, record_values=True)
     steps = np.diff([h["values"]["p"] for h in result.history], axis=0)
     assert np.all(np.linalg.norm(steps, axis=1) <= 0.1 + 1e-12)
     assert result.history[0]["grad_norm"] > 1.0  # the history reports the unclipped norm
@@ -84,9 +86,10 @@ def test_early_stopping_and_callback():
 
 
 def test_interrupted_run_resumes_to_the_same_result(tmp_path):
-    """A run stopped mid-way and resumed from its checkpoint ends bitwise equal to an uninterrupted run."""
-    straight = minimize(bowl, {"p": np.zeros(3)}, optimizer=Adam(lr=0.05), iterations=40)
-    path = str(tmp_path / "run.pkl")
+    """A run stopped mid-way and resumed from its checkpoint ends bitwise equal to an uninterrupted run, history and
+    recorded values included."""
+    straight = minimize(bowl, {"p": np.zeros(3)}, optimizer=Adam(lr=0.05), iterations=40, record_values=True)
+    path = str(tmp_path / "run.npz")
 
     def interrupt(i, values, loss):
         if i == 23:
@@ -94,11 +97,14 @@ def test_interrupted_run_resumes_to_the_same_result(tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         minimize(bowl, {"p": np.zeros(3)}, optimizer=Adam(lr=0.05), iterations=40, checkpoint=path,
-                 checkpoint_every=5, callback=interrupt)
+                 checkpoint_every=5, callback=interrupt, record_values=True)
     resumed = minimize(bowl, {"p": np.zeros(3)}, optimizer=Adam(lr=0.05), iterations=40, checkpoint=path,
-                       checkpoint_every=5)
+                       checkpoint_every=5, record_values=True)
     np.testing.assert_array_equal(resumed.values["p"], straight.values["p"])
     assert [h["loss"] for h in resumed.history] == [h["loss"] for h in straight.history]
+    for a, b in zip(resumed.history, straight.history):
+        assert a.keys() == b.keys() and a["iteration"] == b["iteration"]
+        np.testing.assert_array_equal(a["values"]["p"], b["values"]["p"])
 
 
 KILLED_RUN = textwrap.dedent("""
@@ -110,28 +116,100 @@ KILLED_RUN = textwrap.dedent("""
         time.sleep(0.002)
         d = v["p"] - target
         return float(d @ d), {"p": 2 * d}
-    r = minimize(bowl, {"p": np.zeros(3)}, optimizer=Adam(lr=0.05), iterations=400, checkpoint=sys.argv[1],
+    r = minimize(bowl, {"p": np.zeros(3)}, optimizer=Adam(lr=0.05), iterations=1000, checkpoint=sys.argv[1],
                  checkpoint_every=1)
     np.save(sys.argv[2], r.values["p"])
+    np.save(sys.argv[2] + ".loss.npy", [h["loss"] for h in r.history])
 """)
 
 
 def test_killed_process_resumes_to_the_same_result(tmp_path):
-    """A process killed with SIGKILL at an arbitrary moment resumes from its checkpoint to the uninterrupted result."""
-    script, path = tmp_path / "run.py", str(tmp_path / "run.pkl")
+    """A process killed with SIGKILL at random moments, again and again, resumes from its checkpoint each time and
+    ends bitwise equal to an uninterrupted run, with one history entry per iteration."""
+    script, path = tmp_path / "run.py", str(tmp_path / "run.npz")
     script.write_text(KILLED_RUN)
     reference = str(tmp_path / "reference.npy")
-    subprocess.run([sys.executable, str(script), str(tmp_path / "other.pkl"), reference], check=True)
-    process = subprocess.Popen([sys.executable, str(script), path, str(tmp_path / "killed.npy")])
-    deadline = time.time() + 60
-    while not os.path.exists(path) and time.time() < deadline:
-        time.sleep(0.01)
-    time.sleep(0.1)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    assert not os.path.exists(tmp_path / "killed.npy"), "the run finished before it was killed; make it longer"
+    subprocess.run([sys.executable, str(script), str(tmp_path / "other.npz"), reference], check=True)
+    rng, kills = np.random.default_rng(), 0
+    for _ in range(4):
+        process = subprocess.Popen([sys.executable, str(script), path, str(tmp_path / "killed.npy")])
+        deadline = time.time() + 60
+        while not os.path.exists(path) and time.time() < deadline:
+            time.sleep(0.005)
+        time.sleep(rng.uniform(0.0, 0.4))
+        process.send_signal(signal.SIGKILL)
+        if process.wait() == -signal.SIGKILL and not os.path.exists(tmp_path / "killed.npy"):
+            kills += 1
+    assert kills >= 2, "the runs finished before they were killed; make them longer"
     subprocess.run([sys.executable, str(script), path, str(tmp_path / "resumed.npy")], check=True)
     np.testing.assert_array_equal(np.load(tmp_path / "resumed.npy"), np.load(reference))
+    np.testing.assert_array_equal(np.load(tmp_path / "resumed.npy.loss.npy"), np.load(reference + ".loss.npy"))
+
+
+EVIL_PICKLE = textwrap.dedent("""
+    import os, pickle, sys
+    class Payload:
+        def __reduce__(self):
+            return (os.system, ("touch " + sys.argv[2],))
+    with open(sys.argv[1], "wb") as f:
+        pickle.dump(Payload(), f)
+""")
+
+
+def test_a_checkpoint_is_data_never_code(tmp_path):
+    """A pickle (here one that would create a file when unpickled) or a damaged file at the checkpoint path is refused
+    with a clear error, and nothing in it runs."""
+    script, path, witness = tmp_path / "evil.py", tmp_path / "run.npz", tmp_path / "ran"
+    script.write_text(EVIL_PICKLE)
+    subprocess.run([sys.executable, str(script), str(path), str(witness)], check=True)
+    with pytest.raises(ValueError, match="is not a tisim snapshot"):
+        minimize(bowl, {"p": np.zeros(3)}, iterations=5, checkpoint=str(path))
+    assert not witness.exists()
+    minimize(bowl, {"p": np.zeros(3)}, iterations=5, checkpoint=str(path.with_name("good.npz")), checkpoint_every=1)
+    damaged = path.with_name("good.npz").read_bytes()
+    path.write_bytes(damaged[: len(damaged) // 2])
+    with pytest.raises(ValueError, match="is not a tisim snapshot"):
+        minimize(bowl, {"p": np.zeros(3)}, iterations=5, checkpoint=str(path))
+
+
+def test_a_checkpoint_of_another_problem_is_refused(tmp_path):
+    """Resuming checks the problem: another horizon (actions of another shape), another optimizer setting, or another
+    simulator with the same parameter shapes is an error naming the difference."""
+    import tisim
+    from tisim.losses import TerminalTarget, Tracking
+    from tisim.tasks import identify, optimize_actions
+
+    path = str(tmp_path / "run.npz")
+    loss = TerminalTarget({"theta": 0.0})
+    optimize_actions(tisim.systems.Pendulum(horizon=20), loss, iterations=3, checkpoint=path, checkpoint_every=1)
+    with pytest.raises(ValueError, match=r"different problem: variables\['actions'\] is \[1, 20\] in the checkpoint "
+                                         r"and \[1, 30\] here"):
+        optimize_actions(tisim.systems.Pendulum(horizon=30), loss, iterations=5, checkpoint=path)
+    with pytest.raises(ValueError, match=r"optimizer\['lr'\] is 0.1 in the checkpoint and 0.2 here"):
+        optimize_actions(tisim.systems.Pendulum(horizon=20), loss, iterations=5, checkpoint=path,
+                         optimizer=Adam(lr=0.2))
+    resumed = optimize_actions(tisim.systems.Pendulum(horizon=20), loss, iterations=5, checkpoint=path)
+    assert resumed.iterations == 5 and len(resumed.history) == 5
+    fit = str(tmp_path / "fit.npz")
+    data = {"theta": np.zeros(21)}
+    identify(tisim.systems.Pendulum(horizon=20), Tracking(data), ["l"], iterations=2, checkpoint=fit)
+    with pytest.raises(ValueError, match=r"problem\['horizon'\] is 20 in the checkpoint and 30 here"):
+        identify(tisim.systems.Pendulum(horizon=30), Tracking({"theta": np.zeros(31)}), ["l"], iterations=4,
+                 checkpoint=fit)
+
+
+def test_a_long_run_keeps_a_small_checkpoint(tmp_path):
+    """3,000 iterations of a cart-pole swing (B=2, T=150) leave a checkpoint of a few numbers per iteration, not
+    every iterate's actions (those only with record_values=True)."""
+    import tisim
+    from tisim.losses import Effort, TerminalTarget
+    from tisim.tasks import optimize_actions
+
+    sim = tisim.systems.Cartpole(horizon=150, batch=2, theta=np.pi)
+    path = tmp_path / "swing.npz"
+    optimize_actions(sim, TerminalTarget({"theta": 0.0}) + 1e-3 * Effort(), limits=(-10, 10), iterations=3000,
+                     checkpoint=str(path), checkpoint_every=3000)
+    assert path.stat().st_size < 200_000, path.stat().st_size  # measured with the pickle format: 7.5 MB
 
 
 @pytest.mark.parametrize("make, message", [

@@ -6,12 +6,12 @@ variables (for quantities that must stay positive), gradient-norm clipping, earl
 a non-finite step and halves the learning rate, a callback, a progress bar and atomic checkpoints to resume from.
 """
 import os
-import pickle
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from tisim import snapshot
 from tisim.engine import NonFiniteError
 
 
@@ -24,6 +24,11 @@ class Adam:
             raise ValueError(f"Adam: beta1 and beta2 must be in [0, 1), got {beta1}, {beta2}")
         self.lr, self.beta1, self.beta2, self.eps = lr, beta1, beta2, eps
         self.state = {"t": 0, "m": {}, "v": {}}
+        self._settings = dict(lr=lr, beta1=beta1, beta2=beta2, eps=eps)
+
+    def settings(self):
+        """What the optimizer was made with (the rate it started at: the guard halves lr as it goes)."""
+        return dict(self._settings)
 
     def step(self, values, grads):
         s = self.state
@@ -46,6 +51,9 @@ class GradientDescent:
             raise ValueError(f"GradientDescent: momentum must be in [0, 1), got {momentum}")
         self.lr, self.momentum = lr, momentum
         self.state = {"v": {}}
+        self._settings = dict(lr=lr, momentum=momentum)
+
+    settings = Adam.settings
 
     def step(self, values, grads):
         out = {}
@@ -74,8 +82,8 @@ class Result:
 
 
 def minimize(objective, values, *, optimizer=None, iterations=100, bounds=None, log_space=(), clip=None,
-             tol=0.0, patience=20, callback=None, progress=False, record_values=True, checkpoint=None,
-             checkpoint_every=10, description="optimizing"):
+             tol=0.0, patience=20, callback=None, progress=False, record_values=False, checkpoint=None,
+             checkpoint_every=10, problem=None, description="optimizing"):
     """Minimize ``objective(values) -> (loss, {name: gradient})`` over the dict ``values``.
 
     Main arguments:
@@ -87,9 +95,13 @@ def minimize(objective, values, *, optimizer=None, iterations=100, bounds=None, 
     Other arguments:
         tol, patience: stop when the best loss improved by less than tol (relative) over `patience` iterations.
         callback(iteration, values, loss): called after every accepted step; returning True stops the run.
-        progress: show a progress bar (rich). record_values: keep each iteration's values in the history.
-        checkpoint: a file to save the run to every `checkpoint_every` iterations (atomically), and to resume
-            from if it exists: a resumed run continues exactly where the saved one was.
+        progress: show a progress bar (rich). record_values: keep each iteration's values in the history too.
+        checkpoint: a file to save the run to every `checkpoint_every` iterations and at its end, and to resume from
+            if it exists: a resumed run continues exactly where the saved one was (tisim/snapshot.py: data only,
+            written atomically). Resuming checks that the file was written for the same problem: the variables'
+            names and shapes, bounds, log-space names, clipping, the optimizer and its settings, and `problem`, any
+            JSON-like description of what is optimized (the tasks give their simulator's); a difference is an error
+            naming it.
     A step whose loss or gradient is non-finite (or whose rollout raises NonFiniteError) is rejected: the values
     stay, the learning rate halves, and after 10 rejections in a row the run stops.
     """
@@ -108,9 +120,9 @@ def minimize(objective, values, *, optimizer=None, iterations=100, bounds=None, 
     state = {"iteration": 0, "z": {n: to_var[n](np.asarray(values[n], dtype=np.float64)) for n in names},
              "optimizer": optimizer.state, "lr": optimizer.lr, "history": [], "best": (np.inf, None),
              "rejected": 0, "stopped": ""}
+    signature = _signature(state["z"], log_space, bounds, clip, optimizer, problem) if checkpoint else None
     if checkpoint and os.path.exists(checkpoint):
-        with open(checkpoint, "rb") as f:
-            state = pickle.load(f)
+        state = snapshot.load(checkpoint, signature)
         optimizer.state, optimizer.lr = state["optimizer"], state["lr"]
     start = time.perf_counter()
     bar = _Progress(iterations, description) if progress else None
@@ -128,8 +140,9 @@ def minimize(objective, values, *, optimizer=None, iterations=100, bounds=None, 
                 old = state["history"][-patience - 1]["best"]
                 if old - best <= tol * abs(old):
                     state["stopped"] = f"converged (best loss improved < {tol:g} over {patience} iterations)"
-            if checkpoint and (state["iteration"] % checkpoint_every == 0 or state["stopped"]):
-                _save(checkpoint, state)
+            last = state["stopped"] or state["iteration"] == iterations
+            if checkpoint and (state["iteration"] % checkpoint_every == 0 or last):
+                snapshot.save(checkpoint, state, signature)
     finally:
         if bar:
             bar.close()
@@ -137,6 +150,15 @@ def minimize(objective, values, *, optimizer=None, iterations=100, bounds=None, 
     best_values = {n: from_var[n](best_z[n]) for n in names} if best_z else _values(state, names, from_var)
     return Result(best_values, float(loss), state["iteration"], state["history"],
                   state["stopped"] or "iterations", time.perf_counter() - start)
+
+
+def _signature(z, log_space, bounds, clip, optimizer, problem):
+    """What a checkpoint must have been written for to be resumed (compared by tisim/snapshot.py)."""
+    settings = getattr(optimizer, "settings", dict)()
+    return dict(variables={n: list(np.shape(v)) for n, v in z.items()}, log_space=sorted(log_space),
+                bounds={n: [None if b is None else np.asarray(b, dtype=np.float64) for b in pair]
+                        for n, pair in (bounds or {}).items()},
+                clip=clip, optimizer=dict(kind=type(optimizer).__name__, **settings), problem=problem)
 
 
 def _values(state, names, from_var):
@@ -177,16 +199,6 @@ def _iterate(objective, optimizer, state, names, from_var, to_var, bounds, log_s
                      for b in (low, high))
         z_next[n] = np.clip(z_next[n], low, high)
     state["z"] = z_next
-
-
-def _save(path, state):
-    """Write the whole loop state to a temporary file, then rename: a kill leaves the old or the new file."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as f:
-        pickle.dump(state, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 class _Progress:

@@ -33,7 +33,7 @@ def optimize_actions(sim, loss, *, limits=None, iterations=200, optimizer=None, 
 
     result = minimize(objective, {"actions": np.array(start)}, optimizer=optimizer or Adam(lr=0.1),
                       iterations=iterations, bounds={"actions": limits} if limits is not None else None,
-                      description="optimizing actions", **options)
+                      problem=_problem("optimize_actions", sim, loss), description="optimizing actions", **options)
     sim.set_actions(result.values["actions"])
     return result
 
@@ -60,9 +60,16 @@ def identify(sim, loss, names, *, iterations=300, optimizer=None, log_space=None
         return g.value, {n: g.params[n].sum(axis=0) for n in names}
 
     result = minimize(objective, start, optimizer=optimizer or Adam(lr=0.02), iterations=iterations,
-                      log_space=log_space, description="identifying parameters", **options)
+                      log_space=log_space, problem=_problem("identify", sim, loss),
+                      description="identifying parameters", **options)
     sim.set_params(**result.values)
     return result
+
+
+def _problem(task, sim, loss):
+    """What a checkpoint of this task was written for (compared when a run resumes from it)."""
+    return dict(task=task, system=type(sim).__name__, horizon=sim.T, batch=sim.B, dt=sim.dt, sizes=sim.sizes,
+                options=sim.options, loss=repr(loss))
 
 
 @dataclass
