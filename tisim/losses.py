@@ -73,8 +73,22 @@ def _weights(name, weights, names):
         if unknown:
             raise ValueError(f"{name}: weights name states {sorted(unknown)} that the loss does not use "
                              f"{sorted(names)}")
-        return {k: float(weights.get(k, 1.0)) for k in names}
-    return {k: float(weights) for k in names}
+        return {k: _number(name, weights.get(k, 1.0)) for k in names}
+    return {k: _number(name, weights) for k in names}
+
+
+def _array(owner, what, value):
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{owner}: {what} must be numbers (an array), got {type(value).__name__}") from None
+
+
+def _number(owner, w):
+    if isinstance(w, bool) or not isinstance(w, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{owner}: weights must be numbers >= 0 (one for all states, or a dict by state), got "
+                        f"{type(w).__name__} {w!r}")
+    return float(w)
 
 
 def _check_weight(owner, w):
@@ -115,7 +129,7 @@ class Tracking(Loss):
     def __init__(self, data, weights=1.0):
         if not isinstance(data, dict) or not data:
             raise TypeError("Tracking: data must be a non-empty dict {state name: array}")
-        self.data = {k: np.asarray(v, dtype=np.float64) for k, v in data.items()}
+        self.data = {k: _array("Tracking", f"data[{k!r}]", v) for k, v in data.items()}
         self.weights = _weights("Tracking", weights, list(data))
         for w in self.weights.values():
             _check_weight("Tracking", w)
@@ -156,7 +170,7 @@ class TerminalSum(Loss):
     def __init__(self, weights, steps=None):
         if not isinstance(weights, dict) or not weights:
             raise TypeError("TerminalSum: weights must be a non-empty dict {state name: weights}")
-        self.weights = {k: np.asarray(v, dtype=np.float64) for k, v in weights.items()}
+        self.weights = {k: _array("TerminalSum", f"weights[{k!r}]", v) for k, v in weights.items()}
         for name, w in self.weights.items():
             if not np.all(np.isfinite(w)):
                 raise ValueError(f"TerminalSum: weights[{name!r}] must be finite")

@@ -19,7 +19,10 @@ def optimize_actions(sim, loss, *, limits=None, iterations=200, optimizer=None, 
     The best actions found are left set on ``sim``; the ``Result`` has them as values["actions"] (B, T, ...).
     """
     if limits is not None:
-        low, high = limits
+        try:
+            low, high = (float(b) for b in limits)
+        except (TypeError, ValueError):
+            raise TypeError(f"optimize_actions: limits must be a pair of numbers (low, high), got {limits!r}") from None
         if not (np.isfinite(low) and np.isfinite(high) and low < high):
             raise ValueError(f"optimize_actions: limits must be finite (low, high) with low < high, got {limits}")
     start = sim.actions if initial is None else np.broadcast_to(sim._validated_actions(initial), sim.actions.shape)
@@ -46,7 +49,12 @@ def identify(sim, loss, names, *, iterations=300, optimizer=None, log_space=None
     zero from below, such as masses and lengths, are fitted in log space (positive throughout) unless log_space
     says otherwise. The fitted values are left set on ``sim``; the ``Result`` has them per name (shape as declared).
     """
+    if isinstance(names, str) or not isinstance(names, (list, tuple)) or not names:
+        raise TypeError(f"identify: names must be a non-empty list of parameter names, e.g. "
+                        f"{sim.param_layout.names[:2]}, got {names!r}")
     for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"identify: names must be parameter names (str), got {name!r}")
         sim.param_layout.check_name(name, "identify")
     if log_space is None:
         log_space = [n for n in names if sim.param_layout.quantities[n].interval.low >= 0]
