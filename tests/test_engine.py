@@ -1,6 +1,7 @@
 """The rollout engine: the worked example, batches, Jacobians and what bad input gets."""
 import numpy as np
 import pytest
+import taichi as ti
 from conftest import TEST_SETTINGS
 
 import tisim
@@ -166,6 +167,36 @@ def test_nonfinite_rollout_names_state_and_step():
             x[t + 1] = 1e20 * x[t] + 1.0
     assert step == int(np.argmax(~np.isfinite(x)))
     assert "state x = inf" in str(info.value)
+
+
+@ti.func
+def root_at_two(x: ti.template(), theta: ti.template(), u: ti.template(), b, t):
+    return ti.sqrt(x[b, t, 0])  # finite at x = 0; its derivative is not
+
+
+@pytest.mark.parametrize("method", ["unrolled", "checkpointed", "forward", "adjoint"])
+def test_nonfinite_backward_pass_of_a_finite_rollout_is_named(method):
+    """A derivative that overflows while the rollout stays finite raises NonFiniteError when the gradient is read,
+    never a NaN gradient: at the step where the adjoint went bad (sqrt at x_2 = 0), or naming the derivatives (dL/dm
+    of a pendulum of mass 1e-300); a snapshot of such a gradient raises too; Jacobians likewise."""
+    if method in ("unrolled", "checkpointed"):
+        sim = ScalarLinear(horizon=5, a=0.5, theta=0.0, x=0.0)
+        sim.set_actions([0.0, 0.0, 0.0, 1.0, 0.0])
+        with pytest.raises(tisim.NonFiniteError, match="backward pass turned non-finite at step 2 of 5") as info:
+            _ = sim.gradient(tisim.losses.Custom(root_at_two, steps=[2]), method=method).actions
+        assert (info.value.step, info.value.batch) == (2, 0)
+    pendulum = tisim.systems.Pendulum(horizon=6, m=1e-300, theta=0.5)
+    assert np.all(np.isfinite(pendulum.rollout()["theta"]))
+    loss = tisim.losses.TerminalTarget({"theta": 0.0})
+    with pytest.raises(tisim.NonFiniteError, match=r"non-finite in dL/d[\w, /]*dL/dm\b.*\(batch element 0\)"):
+        _ = pendulum.gradient(loss, method=method).params
+    if method == "unrolled":
+        g = pendulum.gradient(loss)
+        pendulum.rollout()  # the next pass snapshots g: its error is kept, not raised here
+        with pytest.raises(tisim.NonFiniteError, match="dL/dm"):
+            _ = g.params
+    with pytest.raises(tisim.NonFiniteError, match="non-finite in the jacobian"):
+        pendulum.jacobian(wrt="params", mode="forward" if method == "forward" else "reverse")
 
 
 def test_nonfinite_step_found_in_large_states_and_later_batch_elements():

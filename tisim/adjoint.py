@@ -23,7 +23,7 @@ import taichi as ti
 
 from tisim import runtime
 from tisim.checkpointing import _carry_back, _run_segment, forward_sweep
-from tisim.engine import Gradient, _copy2, _download, is_small
+from tisim.engine import Gradient, NonFiniteError, _copy2, _download, check_derivatives, is_small
 
 RK4_WEIGHTS = (1 / 6, 1 / 3, 1 / 3, 1 / 6)
 
@@ -90,11 +90,22 @@ def adjoint_gradient(sim, loss, segments=None):
             lam = _rk4_step(field, states[:, s + 1], 0.5 * (states[:, s] + states[:, s + 1]), states[:, s],
                             t0 + s, lam, dt)
             lam = lam + jumps[:, s]
+            _check_finite(sim, lam, t0 + s)
     gradient = Gradient(None, float(per_batch.sum()), per_batch)
-    gradient._groups.update(params=sim._fetch_gradient("params"), actions=sim._fetch_gradient("actions"),
-                            initial_state=sim.state_layout.unpack(lam))
+    gradient._groups.update({group: check_derivatives(sim, group, value, "the continuous adjoint") for group, value in (
+        ("actions", sim._fetch_gradient("actions")), ("params", sim._fetch_gradient("params")),
+        ("initial_state", sim.state_layout.unpack(lam)))})
     gradient._missing = "method='adjoint' does not keep the adjoint of every step; use method='unrolled'"
     return gradient
+
+
+def _check_finite(sim, lam, t):
+    bad = ~np.all(np.isfinite(lam), axis=1)
+    if bad.any():
+        b = int(np.argmax(bad))
+        raise NonFiniteError(f"{type(sim).__name__}: the continuous adjoint turned non-finite at step {t} of {sim.T} "
+                             f"(batch element {b}), integrating backward from the end: RK4 is unstable for this "
+                             f"state at dt = {sim.dt:g}; use a smaller dt or method='unrolled'", t, b)
 
 
 def _rk4_step(field, x_end, x_mid, x_start, t, lam, dt):

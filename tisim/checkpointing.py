@@ -17,7 +17,7 @@ import numpy as np
 import taichi as ti
 
 from tisim import runtime
-from tisim.engine import Gradient, NonFiniteError, _download, _finish, is_small
+from tisim.engine import Gradient, NonFiniteError, _download, _finish, check_derivatives, is_small
 
 MIN_SEGMENT_WORK = 2_000  # state entries x steps a default segment holds at least
 
@@ -155,8 +155,9 @@ def checkpointed_gradient(sim, loss, segments=None):
         sim._steps(b.xs, b.us, 0, n, b.serial, grad=True)
         sim._launch(_carry_back, b.xs.grad, b.lam, b.us.grad, t0, n, sim.u.grad, b.serial)
     gradient = Gradient(None, float(per_batch.sum()), per_batch)
-    gradient._groups.update(params=sim._fetch_gradient("params"), actions=sim._fetch_gradient("actions"),
-                            initial_state=sim.state_layout.unpack(_download(b.lam)))
+    gradient._groups.update({group: check_derivatives(sim, group, value) for group, value in (
+        ("actions", sim._fetch_gradient("actions")), ("params", sim._fetch_gradient("params")),
+        ("initial_state", sim.state_layout.unpack(_download(b.lam))))})
     gradient._missing = "the per-step adjoint is not kept by method='checkpointed'; use method='unrolled'"
     return gradient
 

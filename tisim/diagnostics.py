@@ -73,7 +73,11 @@ def health(sim, loss):
         where = "rollout" if error.step is not None else "loss"
         nan = np.full((B, T + 1), np.nan)
         return HealthReport(nan, np.full(B, np.nan), (error.step, error.batch, where), {})
-    norm = np.sqrt(sum(np.sum(v.reshape(B, T + 1, -1) ** 2, axis=2) for v in g.adjoint.values()))
+    try:
+        adjoint = g.adjoint
+    except NonFiniteError as error:  # what the backward pass left is what this report is for
+        adjoint = error.values
+    norm = np.sqrt(sum(np.sum(v.reshape(B, T + 1, -1) ** 2, axis=2) for v in adjoint.values()))
     first = None
     bad = ~np.isfinite(norm)
     if bad.any():

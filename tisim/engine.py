@@ -173,11 +173,37 @@ def _seed_final_state(g: ti.types.ndarray(ndim=3), k: ti.i32, serial: ti.templat
 class NonFiniteError(FloatingPointError):
     """A rollout produced NaN or infinity; the message names the system, the state and the first bad step.
 
-    step and batch are the first bad step and its batch element (None when the loss alone is non-finite)."""
+    step and batch are the first bad step and its batch element (None when the loss alone is non-finite); values, for
+    a gradient group that turned non-finite, what was computed (for a diagnosis, as tisim.diagnostics.health does)."""
 
-    def __init__(self, message, step=None, batch=None):
+    def __init__(self, message, step=None, batch=None, values=None):
         super().__init__(message)
-        self.step, self.batch = step, batch
+        self.step, self.batch, self.values = step, batch, values
+
+
+def check_derivatives(sim, group, value, mechanism="the backward pass"):
+    """``value`` of a gradient group as fetched ("params" or "initial_state": {name: (B, ...)}, "actions" (B, T, ...),
+    "adjoint": {name: (B, T+1, ...)}, "jacobian" (B, S, N)); raises NonFiniteError if any entry is non-finite
+    (a derivative overflowed although the rollout is finite), naming the step where the array has a time axis: a
+    non-finite adjoint carries into every earlier step (0 * NaN is NaN), so its last bad step is where it went bad."""
+    arrays = value if isinstance(value, dict) else {group: value}
+    if all(np.isfinite(a).all() for a in arrays.values()):  # the common case: one pass over each array
+        return value
+    name, a = next((k, np.asarray(a)) for k, a in arrays.items() if not np.isfinite(a).all())
+    bad = ~np.isfinite(a).reshape(len(a), -1).all(axis=1)
+    b, step = int(np.argmax(bad)), None
+    if group in ("actions", "adjoint"):
+        rows = ~np.isfinite(a[b]).reshape(a.shape[1], -1).all(axis=1)
+        step = int(np.flatnonzero(rows).max()) + (group == "actions")  # dL/da[t] comes from lambda_(t+1)
+        where = f"at step {step} of {sim.T}"
+    else:
+        layout = sim.param_layout if group == "params" else sim.state_layout
+        labels = [label for label, entry in zip(layout.labels(), np.concatenate(
+            [np.reshape(v[b], -1) for v in arrays.values()])) if not np.isfinite(entry)] if group != "jacobian" else []
+        where = f"in dL/d{', dL/d'.join(labels)}" if labels else f"in the {name}"
+    raise NonFiniteError(f"{type(sim).__name__}: {mechanism} turned non-finite {where} (batch element {b}) although "
+                         "the rollout is finite: a derivative overflowed (tisim.diagnostics.health shows the adjoint "
+                         "of every step)", step, b, value)
 
 
 class Gradient:
@@ -200,12 +226,20 @@ class Gradient:
         if name not in self._groups:
             if self._sim is None:
                 raise ValueError(f"Gradient.{name}: {self._missing or 'not available'}")
-            self._groups[name] = self._sim._fetch_gradient(name)
+            try:
+                self._groups[name] = check_derivatives(self._sim, name, self._sim._fetch_gradient(name))
+            except NonFiniteError as error:  # raised whenever the group is read
+                self._groups[name] = error
+        if isinstance(self._groups[name], NonFiniteError):
+            raise self._groups[name]
         return self._groups[name]
 
     def _snapshot(self):
         for name in ("params", "actions", "adjoint", "initial_state"):
-            self._group(name)
+            try:
+                self._group(name)
+            except NonFiniteError:
+                pass  # kept, and raised when the group is read
         self._sim = None
 
     params = property(lambda self: self._group("params"))
@@ -656,7 +690,9 @@ class System:
         if mode == "forward" or (mode == "auto" and inputs < self.state_layout.size):
             from tisim.forward import forward_jacobian
             try:
-                return Jacobian(forward_jacobian(self, wrt).astype(np.float64), self.state_layout.labels(), cols)
+                matrix = forward_jacobian(self, wrt).astype(np.float64)
+                return Jacobian(check_derivatives(self, "jacobian", matrix, "forward mode"),
+                                self.state_layout.labels(), cols)
             except NotImplementedError:
                 if mode == "forward":
                     raise  # "auto" falls back to reverse mode where Taichi's forward mode cannot compile the step
@@ -671,7 +707,8 @@ class System:
                 rows.append(_download(self.x.grad)[:, 0])
             else:
                 rows.append(_download(self.u.grad).reshape(self.B, -1))
-        return Jacobian(np.stack(rows, axis=1).astype(np.float64), self.state_layout.labels(), cols)
+        matrix = check_derivatives(self, "jacobian", np.stack(rows, axis=1).astype(np.float64))
+        return Jacobian(matrix, self.state_layout.labels(), cols)
 
     def events(self, traj):
         """{name: bool array (B, T+1)}: when each non-smooth switch of the system (a contact, a stick) is on, read
