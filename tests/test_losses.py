@@ -124,6 +124,10 @@ def test_bad_losses_raise_clear_errors():
         (lambda: Custom(3.0), "must be a @ti.func"),
         (lambda: sim.gradient(TerminalSum({"x": [1.0, 2.0]})), r"weights\['x'\] must be a scalar or shape \(\)"),
         (lambda: TerminalSum({"x": np.nan}), "must be finite"),
+        (lambda: TerminalSum({"x": {"a": 1}}), r"weights\['x'\] must be numbers"),
+        (lambda: Tracking({"x": "ab"}), r"data\['x'\] must be numbers"),
+        (lambda: TerminalTarget({"x": 1.0}, weights=None), "weights must be numbers >= 0"),
+        (lambda: TerminalTarget({"x": 1.0}, weights={"x": "2"}), "weights must be numbers >= 0"),
         (lambda: sim.gradient("x"), "'str' object has no attribute 'bind'|not a tisim loss"),
     ]
     for call, message in cases:

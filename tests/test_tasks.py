@@ -20,6 +20,9 @@ def test_optimize_actions_reaches_target_within_limits():
     assert np.all(np.abs(sim.actions) <= 0.8) and result.loss < 1e-3
     with pytest.raises(ValueError, match="limits must be finite"):
         optimize_actions(sim, loss, limits=(1.0, -1.0))
+    for limits in (5.0, (1.0,), "ab"):
+        with pytest.raises(TypeError, match="limits must be a pair of numbers"):
+            optimize_actions(sim, loss, limits=limits)
 
 
 @pytest.mark.perturbed
@@ -51,10 +54,14 @@ def test_identify_from_noisy_recordings():
 
 
 def test_identify_rejects_unknown_parameters():
-    """identify names an unknown parameter and suggests the near miss."""
+    """identify names an unknown parameter and suggests the near miss; names that are not a list of names are
+    refused."""
     sim = tisim.systems.Pendulum(horizon=5)
     with pytest.raises(ValueError, match="Perhaps you meant 'l'"):
         identify(sim, TerminalTarget({"theta": 0.0}), ["ll"])
+    for names in ("l", [], 3, [3]):
+        with pytest.raises(TypeError, match="identify: names must be"):
+            identify(sim, TerminalTarget({"theta": 0.0}), names)
 
 
 @pytest.mark.perturbed
