@@ -47,7 +47,7 @@ def experiments_initial_state(system, rng, n):
 
 def fit(system, path, guess, iterations=600, lr=0.05):
     """Load a recording and fit the parameters in ``guess``; returns (fitted, true) dicts."""
-    data = np.load(path)
+    data = np.load(path, allow_pickle=False)  # a recording is data: never unpickle
     forces = data["forces"]
     initial = {k[len("initial_"):]: data[k] for k in data.files if k.startswith("initial_")}
     observed = {k[len("observed_"):]: data[k] for k in data.files if k.startswith("observed_")}

@@ -13,9 +13,12 @@ prev_size"). Arrays are therefore given to a kept context as raw host pointers, 
 On a GPU a fresh context is filled for each launch.
 
 This reaches into Taichi 1.7.4's internals (the version tisim pins). If binding fails, or on a GPU with numpy
-arguments (whose copies Taichi's call path arranges), the call falls back to the plain Taichi call.
+arguments (whose copies Taichi's call path arranges), the call falls back to the plain Taichi call. TISIM_BIND_CALLS=0
+in the environment (or launch.BINDING = False before a simulator is made) turns binding off: every call of the
+simulators made then takes Taichi's own path, the referee the soak test (tests/soak_launch.py) compares against.
 """
 import collections
+import os
 
 import numpy as np
 import taichi as ti
@@ -26,6 +29,7 @@ from taichi.lang.enums import AutodiffMode
 from tisim import runtime
 
 CACHE_SIZE = 2048  # bound calls kept per simulator (a checkpointed pass binds a few per segment)
+BINDING = os.environ.get("TISIM_BIND_CALLS", "1") != "0"  # read when a simulator's Launches is made
 
 
 SCALARS = frozenset({int, float, np.int32, np.int64, np.float32, np.float64})  # runtime values, set at each call
@@ -95,6 +99,7 @@ class Launches:
     def __init__(self):
         self._bound = collections.OrderedDict()
         self._cpu = runtime.settings()["arch"] == "cpu"
+        self.binding = BINDING
         runtime._bound_calls.add(self)
 
     def clear(self):
@@ -119,7 +124,7 @@ class Launches:
         templates = [value for value, argument in zip(arguments, kernel.arguments)
                      if isinstance(argument.annotation, ti.template)]
         # numpy arrays on a GPU need the copies Taichi's call path arranges; a number as a template is not in the key
-        if (self._cpu or not arrays) and all(a.flags.c_contiguous for a in arrays) and \
+        if self.binding and (self._cpu or not arrays) and all(a.flags.c_contiguous for a in arrays) and \
                 not any(type(value) in SCALARS for value in templates):
             try:
                 bound = _BoundCall(kernel, arguments, self._cpu)
