@@ -189,18 +189,20 @@ def check_derivatives(sim, group, value, mechanism="the backward pass"):
     arrays = value if isinstance(value, dict) else {group: value}
     if all(np.isfinite(a).all() for a in arrays.values()):  # the common case: one pass over each array
         return value
-    name, a = next((k, np.asarray(a)) for k, a in arrays.items() if not np.isfinite(a).all())
+    a = next(np.asarray(a) for a in arrays.values() if not np.isfinite(a).all())
     bad = ~np.isfinite(a).reshape(len(a), -1).all(axis=1)
     b, step = int(np.argmax(bad)), None
     if group in ("actions", "adjoint"):
         rows = ~np.isfinite(a[b]).reshape(a.shape[1], -1).all(axis=1)
         step = int(np.flatnonzero(rows).max()) + (group == "actions")  # dL/da[t] comes from lambda_(t+1)
         where = f"at step {step} of {sim.T}"
-    else:
+    elif group == "jacobian":
+        where = "in the jacobian"
+    else:  # {name: (B, ...)} in layout order: name the entries
         layout = sim.param_layout if group == "params" else sim.state_layout
-        labels = [label for label, entry in zip(layout.labels(), np.concatenate(
-            [np.reshape(v[b], -1) for v in arrays.values()])) if not np.isfinite(entry)] if group != "jacobian" else []
-        where = f"in dL/d{', dL/d'.join(labels)}" if labels else f"in the {name}"
+        entries = np.concatenate([np.reshape(v[b], -1) for v in arrays.values()])
+        labels = [label for label, entry in zip(layout.labels(), entries) if not np.isfinite(entry)]
+        where = "in dL/d" + ", dL/d".join(labels)
     raise NonFiniteError(f"{type(sim).__name__}: {mechanism} turned non-finite {where} (batch element {b}) although "
                          "the rollout is finite: a derivative overflowed (tisim.diagnostics.health shows the adjoint "
                          "of every step)", step, b, value)
