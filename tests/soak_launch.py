@@ -6,7 +6,7 @@ given the same inputs and asked the same things (rollout, evaluate, a gradient b
 their answers must agree bit for bit (one thread), errors included. Resident memory is sampled as it goes: after
 the first fifth of the run (kernels compiled) it must stay within --memory-growth MB.
 
-    python tests/soak_launch.py --simulators 200          # what make test runs (tests/test_launch.py)
+    python tests/soak_launch.py --simulators 100          # what make test runs (tests/test_surface.py)
     python tests/soak_launch.py --simulators 5000         # an occasional long run
 
 Prints one JSON line with the counts, the seconds and the memory; exits 1 at the first disagreement.
