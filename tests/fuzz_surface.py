@@ -12,6 +12,7 @@ Prints one JSON line: the inputs tried, how many were accepted and refused, per 
 """
 import argparse
 import collections
+import inspect
 import json
 import os
 import sys
@@ -63,7 +64,7 @@ def judged(kind, call, names, forward=False):
             raise Violation(f"{kind}: NonFiniteError without its step: {error}") from None
         TALLY[kind + " non-finite"] += 1
         return None
-    except (ValueError, TypeError) as error:
+    except (ValueError, TypeError, FileNotFoundError) as error:  # a missing robot file is FileNotFoundError
         if not any(str(name) in str(error) for name in names):
             raise Violation(f"{kind}: {type(error).__name__} does not name {names}: {error}") from None
         TALLY[kind + " refused"] += 1
@@ -107,7 +108,8 @@ def make(cls, **keywords):
 
 def keyword_names(cls):
     names = [q.name for q in cls.PARAMS + cls.STATE] + list(cls.STRUCTURE) + list(cls.OPTIONS)
-    return names + ["horizon", "batch", "dt", "colour"]  # and one that is no keyword at all
+    own = [k for k in inspect.signature(cls.__init__).parameters if k not in ("self", "values")]  # robot, seed...
+    return sorted(set(names + own)) + ["colour"]  # and one that is no keyword at all
 
 
 def question(sim, kind, method, wrt, mode):
@@ -252,8 +254,9 @@ def main(argv=None):
     tisim.init(arch="cpu", precision="f64", deterministic=True)
     try:
         run_all(args.examples)
-    except Violation as violation:
-        print(f"violation: {violation}", *getattr(violation, "__notes__", []), sep="\n", file=sys.stderr)
+    except (Violation, ExceptionGroup) as failure:  # hypothesis groups several distinct failures
+        for violation in getattr(failure, "exceptions", [failure]):
+            print(f"violation: {violation}", *getattr(violation, "__notes__", []), sep="\n", file=sys.stderr)
         print(json.dumps(dict(TALLY)))
         return 1
     tried = sum(v for k, v in TALLY.items() if k.endswith(" tried"))

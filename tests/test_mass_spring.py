@@ -44,6 +44,10 @@ def test_malformed_robot_file_names_the_field(tmp_path, edit, message):
         Robot.load(path)
     with pytest.raises(FileNotFoundError, match="robots in assets/robots"):
         Robot.load("no_such_robot")
+    with pytest.raises(ValueError, match="cannot be read"):
+        Robot.load(tmp_path)  # a folder
+    with pytest.raises(TypeError, match="MassSpring: robot must be a Robot, a robot name or a JSON file path"):
+        MassSpring(horizon=2, robot=1.5)
 
 
 def numpy_reference(robot, T, dt, actions, k=1000.0, c=2.0, kc=5000.0, kd=20.0, mu=0.6, eps=0.05, m=0.01, g=9.8):

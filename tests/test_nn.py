@@ -51,9 +51,17 @@ def test_initializations():
 
 
 def test_bad_network():
-    """Networks need at least an input and an output layer; unknown initializations are named."""
+    """Networks need at least an input and an output layer of integer sizes; unknown initializations are named;
+    ResidualPendulum names a bad hidden size or seed."""
     with pytest.raises(ValueError, match="sizes must be at least"):
         MLP((3,))
+    with pytest.raises(TypeError, match="sizes must be integers"):
+        MLP((3, None, 1))
+    for keywords, message in ((dict(hidden=None), "hidden must be an integer >= 1"),
+                              (dict(hidden=0), "hidden must be an integer >= 1"),
+                              (dict(seed=-1), "seed must be an integer >= 0")):
+        with pytest.raises(ValueError, match=message):
+            tisim.systems.ResidualPendulum(horizon=2, **keywords)
     with pytest.raises(ValueError, match=r"method must be one of \['glorot', 'he'\]"):
         MLP((2, 1)).initial_weights(method="xavier")
 

@@ -8,6 +8,8 @@ physics gives dL/dweights too, and ``tisim.tasks.identify`` fits both at once. I
 
 Layout of the flat weights: for each layer, the (n_in, n_out) matrix row-major, then the n_out biases.
 """
+import operator
+
 import numpy as np
 import taichi as ti
 
@@ -17,7 +19,10 @@ class MLP:
     """A tanh multilayer perceptron with a linear output layer; sizes = (inputs, hidden..., outputs)."""
 
     def __init__(self, sizes):
-        sizes = tuple(int(n) for n in sizes)
+        try:
+            sizes = tuple(operator.index(n) for n in sizes)
+        except TypeError:
+            raise TypeError(f"MLP: sizes must be integers (inputs, hidden..., outputs), got {sizes!r}") from None
         if len(sizes) < 2 or min(sizes) < 1:
             raise ValueError(f"MLP: sizes must be at least (inputs, outputs), all >= 1, got {sizes}")
         self.sizes = sizes

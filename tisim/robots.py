@@ -112,8 +112,10 @@ class Robot:
         except FileNotFoundError:
             known = sorted(p.stem for p in ASSETS.glob("*.json"))
             raise FileNotFoundError(f"robot file {str(path)!r} not found; robots in assets/robots: {known}") from None
-        except json.JSONDecodeError as error:
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
             raise ValueError(f"robot file {str(path)!r} is not valid JSON: {error}") from None
+        except OSError as error:  # a folder, no permission
+            raise ValueError(f"robot file {str(path)!r} cannot be read: {error.strerror}") from None
         if not isinstance(data, dict):
             raise ValueError(f"robot file {str(path)!r}: expected an object with particles, springs, actuators")
         for key in ("particles", "springs"):

@@ -22,6 +22,8 @@ kernel host, one set per distinct robot. Each particle's update (step_item) gath
 table (static loop over the largest degree), the schedule taichi-facts.md found correct and fast; the engine loops it
 over particles inside one kernel on a CPU and runs a launch per step, parallel over particles, on a GPU.
 """
+import os
+
 import numpy as np
 import taichi as ti
 
@@ -59,6 +61,9 @@ class MassSpring(System):
     DT = 5e-4
 
     def __init__(self, horizon, batch=1, dt=None, robot=None, **values):
+        if not (robot is None or isinstance(robot, (Robot, str, os.PathLike))):
+            raise TypeError(f"MassSpring: robot must be a Robot, a robot name or a JSON file path, got "
+                            f"{type(robot).__name__}")
         self.robot = grid(32, 8) if robot is None else robot if isinstance(robot, Robot) else Robot.load(robot)
         spring_of = self.robot.incidence()[0]
         sizes = dict(n_particles=len(self.robot.particles), n_springs=len(self.robot.springs),

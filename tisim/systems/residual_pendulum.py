@@ -8,6 +8,7 @@ the angle (periodic) and the angular velocity; the network starts small (weights
 """
 import taichi as ti
 
+from tisim.engine import _check_count
 from tisim.nn import MLP
 from tisim.quantities import Quantity
 from tisim.systems.pendulum import Pendulum
@@ -22,6 +23,8 @@ class ResidualPendulum(Pendulum):
     STRUCTURE = ("hidden", "n_weights")
 
     def __init__(self, horizon, batch=1, dt=None, hidden=16, seed=0, **values):
+        _check_count("ResidualPendulum", "hidden", hidden)
+        _check_count("ResidualPendulum", "seed", seed, minimum=0)
         self.network = MLP((3, hidden, 1))
         super().__init__(horizon, batch, dt, hidden=hidden, n_weights=self.network.n_weights, **values)
         if "w_residual" not in values:
