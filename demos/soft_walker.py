@@ -11,13 +11,14 @@
 # The recipe, and why (tisim/systems/mass_spring.py; the measurements are in the README):
 # - dt = 0.5 ms, MassSpring's own step: at 1 ms the ground damping reverses a landing particle's vertical velocity
 #   every step (dt kd / m = 2), the rollout turns chaotic and its gradient with it.
-# - friction's velocity scale eps = 0.1 m/s: at 0.05 a loaded foot's friction overshoots zero slip within a step.
+# - friction's velocity scale eps = 0.1 m/s: at 0.05 a loaded foot's friction can overshoot zero slip in a step.
 # - each gait's gradient is normalized to unit length before Adam: a stride that nearly trips gives a gradient
 #   thousands of times longer than usual, which would freeze Adam's steps for the rest of the run.
 # - three gaits drawn from --seed learn side by side as one batch, and the best gait any of them reaches is kept:
 #   alone, about one gait in twenty fails to reach 0.25 m in 60 iterations.
-# Prints the distance walked per iteration; writes out/soft_walker.gif (the first attempt above the best one) and
-# out/soft_walker.json (robot, seed, first and best distance in metres, iterations, seconds).
+# Prints, per iteration, how far the body's mean over the last cycle moved (and the best so far); writes
+# out/soft_walker.gif (the first attempt above the best one) and out/soft_walker.json (robot, seed, starts, the first
+# and the best gait's distance in metres, iterations, seconds).
 #
 # Command: python demos/soft_walker.py [--robot quadruped] [--iterations 60] [--seed 0] [--starts 3] [--out out]
 import argparse
