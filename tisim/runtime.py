@@ -133,6 +133,11 @@ def ensure_init():
         init()
 
 
+def current():
+    """The live runtime's settings (a copy), or None before the first init; starts nothing."""
+    return None if _settings is None else dict(_settings)
+
+
 def settings():
     """The live runtime's settings (a copy), initializing with the defaults first if needed."""
     ensure_init()

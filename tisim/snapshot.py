@@ -34,8 +34,14 @@ def save(path, state, signature):
     """Write the loop ``state`` of minimize and the problem's ``signature`` to ``path`` atomically."""
     arrays = {}
     meta = dict(format=FORMAT, version=VERSION, signature=canonical(signature),
-                state=_encode({k: v for k, v in state.items() if k != "history"}, arrays),
+                state=encode({k: v for k, v in state.items() if k != "history"}, arrays),
                 history=_encode_history(state["history"], arrays))
+    write(path, meta, arrays)
+
+
+def write(path, meta, arrays):
+    """Write JSON ``meta`` and numpy ``arrays`` as one .npz file at ``path`` atomically: a process killed at any
+    moment leaves the old file or the new one, whole."""
     buffer = io.BytesIO()
     np.savez(buffer, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays)
     folder = os.path.dirname(os.path.abspath(path))
@@ -52,15 +58,22 @@ def save(path, state, signature):
         os.close(descriptor)
 
 
-def load(path, signature):
-    """The loop state saved at ``path``; ValueError if it is not a snapshot or was written for another problem."""
+def read(path):
+    """(meta, arrays) of a file made by ``write``; OSError or ValueError (never code run) for anything else."""
     try:
         with np.load(path, allow_pickle=False) as data:
             meta = json.loads(bytes(data["meta"]).decode())
-            arrays = {k: data[k] for k in data.files if k != "meta"}
-    except (ValueError, OSError, KeyError, zipfile.BadZipFile, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"checkpoint {path!r} is not a tisim snapshot ({type(error).__name__}: {error}); remove it "
-                         "to start afresh") from None
+            return meta, {k: data[k] for k in data.files if k != "meta"}
+    except (ValueError, KeyError, zipfile.BadZipFile, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{type(error).__name__}: {error}") from None
+
+
+def load(path, signature):
+    """The loop state saved at ``path``; ValueError if it is not a snapshot or was written for another problem."""
+    try:
+        meta, arrays = read(path)
+    except (ValueError, OSError) as error:
+        raise ValueError(f"checkpoint {path!r} is not a tisim snapshot ({error}); remove it to start afresh") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != VERSION:
         raise ValueError(f"checkpoint {path!r} is not a tisim snapshot of version {VERSION}; remove it to start "
                          "afresh")
@@ -69,7 +82,7 @@ def load(path, signature):
         raise ValueError(f"checkpoint {path!r} was written for a different problem: {difference}; use another "
                          "checkpoint file, or remove this one to start afresh")
     try:
-        state = _decode(meta["state"], arrays)
+        state = decode(meta["state"], arrays)
         state["history"] = _decode_history(meta["history"], arrays)
         state["best"] = tuple(state["best"])
     except (KeyError, TypeError, ValueError) as error:
@@ -77,37 +90,37 @@ def load(path, signature):
     return state
 
 
-def _encode(value, arrays):
+def encode(value, arrays):
     """JSON with each numpy array replaced by {"array": name}, the array put in ``arrays``."""
     if isinstance(value, np.ndarray):
         name = f"a{len(arrays)}"
         arrays[name] = value
         return {"array": name}
     if isinstance(value, dict):
-        return {"dict": [[key, _encode(item, arrays)] for key, item in value.items()]}
+        return {"dict": [[key, encode(item, arrays)] for key, item in value.items()]}
     if isinstance(value, (list, tuple)):
-        return [_encode(item, arrays) for item in value]
+        return [encode(item, arrays) for item in value]
     if isinstance(value, np.generic):
         return value.item()
     return value
 
 
-def _decode(value, arrays):
+def decode(value, arrays):
     if isinstance(value, dict) and "array" in value:
         return arrays[value["array"]]
     if isinstance(value, dict):
-        return {key: _decode(item, arrays) for key, item in value["dict"]}
+        return {key: decode(item, arrays) for key, item in value["dict"]}
     if isinstance(value, list):
-        return [_decode(item, arrays) for item in value]
+        return [decode(item, arrays) for item in value]
     return value
 
 
 def _encode_history(history, arrays):
     # columns, not a list of dicts: a long run's history stays a few numbers per iteration
-    columns = {key: _encode(np.array([entry[key] for entry in history], dtype=np.float64), arrays)
+    columns = {key: encode(np.array([entry[key] for entry in history], dtype=np.float64), arrays)
                for key in HISTORY_COLUMNS}
     names = list(history[0]["values"]) if history and "values" in history[0] else []
-    values = {name: _encode(np.stack([entry["values"][name] for entry in history]), arrays) for name in names}
+    values = {name: encode(np.stack([entry["values"][name] for entry in history]), arrays) for name in names}
     return dict(columns=columns, values=values)
 
 
