@@ -15,7 +15,7 @@ WHEELS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels)
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet $(WHEELS) -e '.[test,torch]'
+	$(PY) -m pip install --quiet $(WHEELS) -e '.[test,torch,ray]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/mass_spring.py
 	$(PY) benchmarks/checkpointing.py
 	$(PY) benchmarks/peers.py
+	$(PY) benchmarks/sweep.py
 
 clean:
 	rm -rf $(VENV) out .cache *.egg-info
