@@ -95,6 +95,8 @@ class Result:
                  f"{retried}",
                  f"  {s['seconds']:.1f} s wall, {s['jobs_per_second']:.2f} jobs/s; a job took "
                  f"{s['job_seconds_mean']:.2f} s on average, {s['job_seconds_max']:.2f} s at most"]
+        if s["resumed"] == s["jobs"]:
+            lines[1] = "  nothing ran: every job's result was in the folder"
         for o in self.failures:
             lines.append(f"  failed: job {o.index} {_short(o.config)}: {o.error}")
         return "\n".join(lines)
