@@ -74,3 +74,51 @@ def test_runs_with_a_read_only_home_and_no_network(tmp_path):
                           text=True, timeout=300)
     assert done.returncode == 0 and "ran" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
     assert (tmp_path / "walk.gif").stat().st_size > 0 and (tmp_path / "history.png").stat().st_size > 0
+
+
+def tisim_imports():
+    """{module: the tisim modules it imports anywhere in its source, at import or inside a function}."""
+    graph = {}
+    for path in (ROOT / "tisim").rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names if alias.name.startswith("tisim"))
+            elif isinstance(node, ast.ImportFrom):
+                assert node.level == 0, f"{path}: tisim imports its own modules by absolute name"
+                if node.module.startswith("tisim"):
+                    # `from tisim import engine` imports tisim.engine; `from tisim.engine import X`, tisim.engine
+                    found.update(f"{node.module}.{alias.name}" for alias in node.names)
+                    found.add(node.module)
+        graph[module] = found
+    return {m: {d for d in deps if d in graph and d != m} for m, deps in graph.items()}
+
+
+def test_imports_point_one_way():
+    """No import circle among tisim's modules; an import inside a function counts too. Only a package and its own
+    modules may import each other (its __init__ gathers them)."""
+    graph = tisim_imports()
+    assert {"tisim.engine", "tisim.checkpointing", "tisim.runtime", "tisim.launch"} <= set(graph)
+    assert "tisim.engine" in graph["tisim.checkpointing"]  # the scan sees what it should
+
+    def cycle_from(start):
+        stack, on_path = [(start, iter(sorted(graph[start])))], [start]
+        while stack:
+            module, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                stack.pop()
+                on_path.pop()
+            elif module.startswith(child + "."):  # a module may import its own package (tisim, tisim.systems)
+                continue
+            elif child in on_path:
+                return on_path[on_path.index(child):] + [child]
+            else:
+                stack.append((child, iter(sorted(graph[child]))))
+                on_path.append(child)
+        return None
+
+    cycles = [c for c in map(cycle_from, sorted(graph)) if c]
+    assert not cycles, f"import circles: {[' -> '.join(c) for c in cycles]}"

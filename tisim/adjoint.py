@@ -23,7 +23,7 @@ import taichi as ti
 
 from tisim import runtime
 from tisim.checkpointing import _carry_back, _run_segment, forward_sweep
-from tisim.engine import Gradient, NonFiniteError, _copy2, _download, check_derivatives, is_small
+from tisim.engine import Gradient, NonFiniteError, _copy2, _download, check_derivatives, is_small, mechanism
 
 RK4_WEIGHTS = (1 / 6, 1 / 3, 1 / 3, 1 / 6)
 
@@ -69,6 +69,7 @@ def _check_ode(sim):
                         f"``rates``, as Pendulum, DoublePendulum and Cartpole do); {type(sim).__name__} does not")
 
 
+@mechanism("adjoint")
 def adjoint_gradient(sim, loss, segments=None):
     """``sim.gradient(loss, method="adjoint", segments=...)``; see the module docstring."""
     _check_ode(sim)

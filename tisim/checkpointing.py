@@ -17,7 +17,7 @@ import numpy as np
 import taichi as ti
 
 from tisim import runtime
-from tisim.engine import Gradient, NonFiniteError, _download, _finish, check_derivatives, is_small
+from tisim.engine import Gradient, NonFiniteError, _download, _finish, check_derivatives, is_small, mechanism
 
 MIN_SEGMENT_WORK = 2_000  # state entries x steps a default segment holds at least
 
@@ -141,6 +141,7 @@ def forward_sweep(sim, loss, segments):
     return buffers, windows, per_batch
 
 
+@mechanism("checkpointed")
 def checkpointed_gradient(sim, loss, segments=None):
     """``sim.gradient(loss, method="checkpointed", segments=...)``; see the module docstring."""
     b, windows, per_batch = forward_sweep(sim, loss, segments)

@@ -31,6 +31,17 @@ SERIAL_WORK = 20_000  # element-steps below which a kernel's batch loop is seria
 UNROLLED_STATE = 16  # states up to this many entries are cleared and checked row by row in unrolled code
 HOST_BUFFER_ENTRIES = 1 << 16  # largest action gradient read back through a persistent, bound host buffer
 _jitter = None  # while tisim.diagnostics.last_bits is active: moves every input a simulator is given, once validated
+# The mechanisms beyond plain unrolling are built on the engine and register here (tisim/checkpointing.py,
+# forward.py, adjoint.py; tisim/__init__.py imports them), so the engine never imports them back.
+_MECHANISMS = {}  # "checkpointed", "forward", "adjoint": gradient(sim, loss, segments); "jacobian": (sim, wrt)
+
+
+def mechanism(name):
+    """Register the function decorated as the engine's ``name`` mechanism (see _MECHANISMS)."""
+    def register(function):
+        _MECHANISMS[name] = function
+        return function
+    return register
 
 
 # Elementwise kernels loop `for b: for t: for k` rather than over ti.ndrange: the flat index's divisions cost more
@@ -639,16 +650,8 @@ class System:
                              + near_miss(str(method), METHODS))
         if segments is not None and method not in ("checkpointed", "adjoint"):
             raise ValueError("gradient: segments applies to method='checkpointed' and 'adjoint' only")
-        # the mechanisms beyond plain unrolling are built on the engine, so they are imported late
-        if method == "checkpointed":
-            from tisim.checkpointing import checkpointed_gradient
-            return checkpointed_gradient(self, loss, segments)
-        if method == "forward":
-            from tisim.forward import forward_gradient
-            return forward_gradient(self, loss)
-        if method == "adjoint":
-            from tisim.adjoint import adjoint_gradient
-            return adjoint_gradient(self, loss, segments)
+        if method != "unrolled":
+            return _MECHANISMS[method](self, loss, segments)
         bound = self._bind(loss)
         per_batch = self._forward(bound, grads=True)
         if not np.all(np.isfinite(per_batch)):
@@ -690,9 +693,8 @@ class System:
                 "actions": [f"{self.action_name}[{t}]" + (f"[{j}]" if self.action_shape else "")
                             for t in range(self.T) for j in range(self.action_layout.size)]}[wrt]
         if mode == "forward" or (mode == "auto" and inputs < self.state_layout.size):
-            from tisim.forward import forward_jacobian
             try:
-                matrix = forward_jacobian(self, wrt).astype(np.float64)
+                matrix = _MECHANISMS["jacobian"](self, wrt).astype(np.float64)
                 return Jacobian(check_derivatives(self, "jacobian", matrix, "forward mode"),
                                 self.state_layout.labels(), cols)
             except NotImplementedError:

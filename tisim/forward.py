@@ -26,7 +26,7 @@ import taichi as ti
 
 from tisim import runtime
 from tisim.checkpointing import Segments, _check_finite, segment_windows
-from tisim.engine import Gradient, NonFiniteError, _copy, _download, check_derivatives, is_small
+from tisim.engine import Gradient, NonFiniteError, _copy, _download, check_derivatives, is_small, mechanism
 
 BUFFER_ENTRIES = 1 << 16  # state entries (B x S x steps) one segment buffer holds, at most
 MAX_SEGMENT = 1024
@@ -258,7 +258,8 @@ def _direction(layout, values, batch, argument):
     return packed
 
 
-def forward_gradient(sim, loss):
+@mechanism("forward")
+def forward_gradient(sim, loss, segments=None):
     """``sim.gradient(loss, method="forward")``: dL/dtheta and dL/dx_0, one pass per entry; no actions."""
     forward = _Pass.of(sim)
     windows = forward.windows(loss)
@@ -285,6 +286,7 @@ def forward_gradient(sim, loss):
     return gradient
 
 
+@mechanism("jacobian")
 def forward_jacobian(sim, wrt):
     """d x_T / d(wrt) by one forward-mode pass per input entry: columns of the Jacobian, shape (B, S, N)."""
     forward = _Pass.of(sim)

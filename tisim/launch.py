@@ -36,6 +36,7 @@ SCALARS = frozenset({int, float, np.int32, np.int64, np.float32, np.float64})  #
 _PLAIN = object()  # a call that could not be bound: Taichi's own call path
 
 
+@runtime.empty_on_restart
 class _BoundCall:
     """One kernel with its arrays and template values fixed; scalars are set at each call."""
 
@@ -100,7 +101,7 @@ class Launches:
         self._bound = collections.OrderedDict()
         self._cpu = runtime.settings()["arch"] == "cpu"
         self.binding = BINDING
-        runtime._bound_calls.add(self)
+        runtime.hold_launches(self)
 
     def clear(self):
         """Forget every binding (before a runtime restart)."""

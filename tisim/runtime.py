@@ -25,6 +25,7 @@ _settings = None  # the settings of the live runtime, or None before the first i
 _generation = 0  # bumped by every (re)initialization; arrays of an older generation are dead
 _hosts = {}  # (class, structure) -> the shared instance that kernels are compiled on
 _bound_calls = weakref.WeakSet()  # every Launches (tisim/launch.py): they hold handles into the live program
+_emptied_on_restart = set()  # classes whose instances a restart empties wherever they are held (see below)
 
 
 def _cache_folder(path):
@@ -114,17 +115,28 @@ def _detach_from_program():
     Field trees and bound kernel calls (tisim/launch.py) forget their program; arrays get a class whose finalizer
     does nothing. ``gc.get_objects()`` finds them wherever they are held (by users, or as garbage not yet collected).
     """
-    from tisim.launch import _BoundCall  # here: tisim.launch imports this module
     for obj in gc.get_objects():
         cls = type(obj)  # not isinstance: that reads __class__, which some objects (torch's) warn on
         if cls is SNodeTree:
             obj.prog = None
-        elif cls is _BoundCall:  # one still held after its Launches was cleared (by a kept traceback, say)
+        elif cls in _emptied_on_restart:  # a bound call still held after its Launches was cleared (a kept traceback)
             obj.__dict__.clear()
         elif issubclass(cls, Ndarray) and not issubclass(cls, _Retired):
             if cls not in _retired_classes:
                 _retired_classes[cls] = type("Retired" + cls.__name__, (_Retired, cls), {})
             obj.__class__ = _retired_classes[cls]
+
+
+def hold_launches(launches):
+    """Register a Launches (tisim/launch.py): a restart clears its bound calls while the old program still exists."""
+    _bound_calls.add(launches)
+
+
+def empty_on_restart(cls):
+    """Instances of ``cls`` hold handles into the live program: a restart empties every one (tisim/launch.py registers
+    its bound call; this module imports nothing of tisim, so imports point one way)."""
+    _emptied_on_restart.add(cls)
+    return cls
 
 
 def ensure_init():
