@@ -23,7 +23,8 @@ import taichi as ti
 
 from tisim import runtime
 from tisim.checkpointing import _carry_back, _run_segment, forward_sweep
-from tisim.engine import Gradient, NonFiniteError, _copy2, _download, check_derivatives, is_small, mechanism
+from tisim.derivatives import Gradient, NonFiniteError
+from tisim.engine import _copy2, _download, is_small, mechanism
 
 RK4_WEIGHTS = (1 / 6, 1 / 3, 1 / 3, 1 / 6)
 
@@ -92,12 +93,10 @@ def adjoint_gradient(sim, loss, segments=None):
                             t0 + s, lam, dt)
             lam = lam + jumps[:, s]
             _check_finite(sim, lam, t0 + s)
-    gradient = Gradient(None, float(per_batch.sum()), per_batch)
-    gradient._groups.update({group: check_derivatives(sim, group, value, "the continuous adjoint") for group, value in (
-        ("actions", sim._fetch_gradient("actions")), ("params", sim._fetch_gradient("params")),
-        ("initial_state", sim.state_layout.unpack(lam)))})
-    gradient._missing = "method='adjoint' does not keep the adjoint of every step; use method='unrolled'"
-    return gradient
+    return Gradient.computed(sim, per_batch, dict(
+        actions=sim._fetch_gradient("actions"), params=sim._fetch_gradient("params"),
+        initial_state=sim.state_layout.unpack(lam)), "the continuous adjoint",
+        "method='adjoint' does not keep the adjoint of every step; use method='unrolled'")
 
 
 def _check_finite(sim, lam, t):

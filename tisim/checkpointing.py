@@ -17,7 +17,8 @@ import numpy as np
 import taichi as ti
 
 from tisim import runtime
-from tisim.engine import Gradient, NonFiniteError, _download, _finish, check_derivatives, is_small, mechanism
+from tisim.derivatives import Gradient, NonFiniteError, nonfinite_rollout
+from tisim.engine import _download, _finish, is_small, mechanism
 
 MIN_SEGMENT_WORK = 2_000  # state entries x steps a default segment holds at least
 
@@ -155,12 +156,10 @@ def checkpointed_gradient(sim, loss, segments=None):
         windows[k].backward(b.xs, sim.theta, b.us, sim.loss, b.serial, sim._launch)
         sim._steps(b.xs, b.us, 0, n, b.serial, grad=True)
         sim._launch(_carry_back, b.xs.grad, b.lam, b.us.grad, t0, n, sim.u.grad, b.serial)
-    gradient = Gradient(None, float(per_batch.sum()), per_batch)
-    gradient._groups.update({group: check_derivatives(sim, group, value) for group, value in (
-        ("actions", sim._fetch_gradient("actions")), ("params", sim._fetch_gradient("params")),
-        ("initial_state", sim.state_layout.unpack(_download(b.lam))))})
-    gradient._missing = "the per-step adjoint is not kept by method='checkpointed'; use method='unrolled'"
-    return gradient
+    return Gradient.computed(sim, per_batch, dict(
+        actions=sim._fetch_gradient("actions"), params=sim._fetch_gradient("params"),
+        initial_state=sim.state_layout.unpack(_download(b.lam))), "the backward pass",
+        "the per-step adjoint is not kept by method='checkpointed'; use method='unrolled'")
 
 
 def _run_segment(sim, b, window, k, t0, n):
@@ -177,7 +176,5 @@ def _check_finite(sim, b, t0, n):
     first = status[:, 1]
     if np.any(first <= n):
         batch = int(np.argmin(first))
-        step = t0 + int(first[batch])
-        raise NonFiniteError(f"{type(sim).__name__}: the rollout turned non-finite at step {step} of {sim.T} "
-                             f"(batch element {batch})", step, batch)
+        raise nonfinite_rollout(sim, t0 + int(first[batch]), batch, _download(b.xs)[batch, int(first[batch])])
     return status[:, 0]

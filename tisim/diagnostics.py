@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tisim import engine
-from tisim.engine import NonFiniteError
+from tisim.derivatives import NonFiniteError
 
 
 @dataclass

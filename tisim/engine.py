@@ -13,12 +13,12 @@ dL/dtheta and u.grad is dL/da.
 import collections
 import math
 import weakref
-from dataclasses import dataclass
 
 import numpy as np
 import taichi as ti
 
 from tisim import runtime
+from tisim.derivatives import Gradient, Jacobian, NonFiniteError, check_derivatives, nonfinite_rollout
 from tisim.launch import Launches
 from tisim.losses import _Bound, quadratic
 from tisim.quantities import Layout, near_miss
@@ -179,98 +179,6 @@ def _seed_final_state(g: ti.types.ndarray(ndim=3), k: ti.i32, serial: ti.templat
         for t in range(g.shape[1]):
             for j in range(g.shape[2]):
                 g[b, t, j] = 1.0 if (t == g.shape[1] - 1 and j == k) else 0.0
-
-
-class NonFiniteError(FloatingPointError):
-    """A rollout produced NaN or infinity; the message names the system, the state and the first bad step.
-
-    step and batch are the first bad step and its batch element (None when the loss alone is non-finite); values, for
-    a gradient group that turned non-finite, what was computed (for a diagnosis, as tisim.diagnostics.health does)."""
-
-    def __init__(self, message, step=None, batch=None, values=None):
-        super().__init__(message)
-        self.step, self.batch, self.values = step, batch, values
-
-
-def check_derivatives(sim, group, value, mechanism="the backward pass"):
-    """``value`` of a gradient group as fetched ("params" or "initial_state": {name: (B, ...)}, "actions" (B, T, ...),
-    "adjoint": {name: (B, T+1, ...)}, "jacobian" (B, S, N)); raises NonFiniteError if any entry is non-finite
-    (a derivative overflowed although the rollout is finite), naming the step where the array has a time axis: a
-    non-finite adjoint carries into every earlier step (0 * NaN is NaN), so its last bad step is where it went bad."""
-    arrays = value if isinstance(value, dict) else {group: value}
-    if all(np.isfinite(a).all() for a in arrays.values()):  # the common case: one pass over each array
-        return value
-    a = next(np.asarray(a) for a in arrays.values() if not np.isfinite(a).all())
-    bad = ~np.isfinite(a).reshape(len(a), -1).all(axis=1)
-    b, step = int(np.argmax(bad)), None
-    if group in ("actions", "adjoint"):
-        rows = ~np.isfinite(a[b]).reshape(a.shape[1], -1).all(axis=1)
-        step = int(np.flatnonzero(rows).max()) + (group == "actions")  # dL/da[t] comes from lambda_(t+1)
-        where = f"at step {step} of {sim.T}"
-    elif group == "jacobian":
-        where = "in the jacobian"
-    else:  # {name: (B, ...)} in layout order: name the entries
-        layout = sim.param_layout if group == "params" else sim.state_layout
-        entries = np.concatenate([np.reshape(v[b], -1) for v in arrays.values()])
-        labels = [label for label, entry in zip(layout.labels(), entries) if not np.isfinite(entry)]
-        where = "in dL/d" + ", dL/d".join(labels)
-    raise NonFiniteError(f"{type(sim).__name__}: {mechanism} turned non-finite {where} (batch element {b}) although "
-                         "the rollout is finite: a derivative overflowed (tisim.diagnostics.health shows the adjoint "
-                         "of every step)", step, b, value)
-
-
-class Gradient:
-    """The result of one backward pass. All arrays keep the batch axis first.
-
-    value: the loss summed over the batch [-]; per_batch: each element's loss, shape (B,).
-    params[name]: dL/dtheta, shape (B, *shape). initial_state[name]: dL/dx_0, shape (B, *shape).
-    actions: dL/da, shape (B, T, *action shape). adjoint[name]: lambda_t = dL/dx_t, shape (B, T+1, *shape).
-
-    Groups are copied from the simulator when first read, so an optimizer loop that reads only ``actions`` never
-    copies the trajectory; before the simulator's next pass overwrites its arrays, unread groups of a Gradient that
-    is still referenced are copied, so every Gradient stays a snapshot of its own pass.
-    """
-
-    def __init__(self, sim, value, per_batch):
-        self.value, self.per_batch = value, per_batch
-        self._sim, self._groups, self._missing = sim, {}, ""
-
-    def _group(self, name):
-        if name not in self._groups:
-            if self._sim is None:
-                raise ValueError(f"Gradient.{name}: {self._missing or 'not available'}")
-            try:
-                self._groups[name] = check_derivatives(self._sim, name, self._sim._fetch_gradient(name))
-            except NonFiniteError as error:  # raised whenever the group is read
-                self._groups[name] = error
-        if isinstance(self._groups[name], NonFiniteError):
-            raise self._groups[name]
-        return self._groups[name]
-
-    def _snapshot(self):
-        for name in ("params", "actions", "adjoint", "initial_state"):
-            try:
-                self._group(name)
-            except NonFiniteError:
-                pass  # kept, and raised when the group is read
-        self._sim = None
-
-    params = property(lambda self: self._group("params"))
-    actions = property(lambda self: self._group("actions"))
-    adjoint = property(lambda self: self._group("adjoint"))
-    initial_state = property(lambda self: self._group("initial_state"))
-
-    def __repr__(self):
-        return f"Gradient(value={self.value:.6g}, per_batch={self.per_batch})"
-
-
-@dataclass
-class Jacobian:
-    """d x_T / d(inputs): matrix has shape (B, S, N); rows label the final-state entries, cols the inputs."""
-
-    matrix: np.ndarray
-    rows: list
-    cols: list
 
 
 class System:
@@ -601,15 +509,9 @@ class System:
         first = status[:, 1]
         if np.any(first <= self.T):
             b = int(np.argmin(first))
-            self._raise_nonfinite(b, int(first[b]))
+            raise nonfinite_rollout(self, int(first[b]), b, self.x.to_numpy()[b, int(first[b])])
         return status[:, 0]
 
-    def _raise_nonfinite(self, b, t):
-        row = self.x.to_numpy()[b, t]
-        labels = self.state_layout.labels()
-        bad = [labels[k] for k in range(len(row)) if not np.isfinite(row[k])]
-        raise NonFiniteError(f"{type(self).__name__}: the rollout turned non-finite at step {t} of {self.T} "
-                             f"(batch element {b}): state {', '.join(bad)} = {row[~np.isfinite(row)][0]}", t, b)
 
     def rollout(self):
         """Run the T steps; returns {state name: array (B, T+1, *shape)}."""

@@ -26,7 +26,8 @@ import taichi as ti
 
 from tisim import runtime
 from tisim.checkpointing import Segments, _check_finite, segment_windows
-from tisim.engine import Gradient, NonFiniteError, _copy, _download, check_derivatives, is_small, mechanism
+from tisim.derivatives import Gradient, NonFiniteError
+from tisim.engine import _copy, _download, is_small, mechanism
 
 BUFFER_ENTRIES = 1 << 16  # state entries (B x S x steps) one segment buffer holds, at most
 MAX_SEGMENT = 1024
@@ -277,13 +278,10 @@ def forward_gradient(sim, loss, segments=None):
         (params[:, e] if e < P else state[:, e - P])[...] = derivative
     if per_batch is None:  # no inputs at all: one pass for the value
         per_batch, _, _ = forward.run(windows, dtheta, dx0, None)
-    gradient = Gradient(None, float(per_batch.sum()), per_batch)
-    gradient._groups.update({group: check_derivatives(sim, group, layout.unpack(value), "forward mode")
-                             for group, layout, value in (("params", sim.param_layout, params),
-                                                          ("initial_state", sim.state_layout, state))})
-    gradient._missing = ("method='forward' takes one pass per input entry and computes params and initial_state "
-                         "only; use method='unrolled' or 'checkpointed' for actions and the adjoint")
-    return gradient
+    return Gradient.computed(sim, per_batch, dict(
+        params=sim.param_layout.unpack(params), initial_state=sim.state_layout.unpack(state)), "forward mode",
+        "method='forward' takes one pass per input entry and computes params and initial_state only; use "
+        "method='unrolled' or 'checkpointed' for actions and the adjoint")
 
 
 @mechanism("jacobian")

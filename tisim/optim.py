@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tisim import snapshot
-from tisim.engine import NonFiniteError
+from tisim.derivatives import NonFiniteError
 
 
 class Adam:
