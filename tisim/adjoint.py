@@ -24,7 +24,8 @@ import taichi as ti
 from tisim import runtime
 from tisim.checkpointing import _carry_back, _run_segment, forward_sweep
 from tisim.derivatives import Gradient, NonFiniteError
-from tisim.engine import _copy2, _download, is_small, mechanism
+from tisim.engine import mechanism
+from tisim.trajectory import copy2, download, is_small
 
 RK4_WEIGHTS = (1 / 6, 1 / 3, 1 / 3, 1 / 6)
 
@@ -60,7 +61,7 @@ class _VectorField:
         self.lam[:] = lam
         launch(_prepare_stage, self.point, self.x, self.x.grad, self.lam, weight, self.f.grad, self.serial)
         launch(sim._host._rates, self.x, sim.theta, sim.u, t, self.f, self.serial, grad=True)
-        launch(_copy2, self.x.grad, self.out, self.serial)
+        launch(copy2, self.x.grad, self.out, self.serial)
         return self.out.astype(np.float64) / weight
 
 
@@ -86,7 +87,7 @@ def adjoint_gradient(sim, loss, segments=None):
         _run_segment(sim, b, None, k, t0, n)  # the segment's states again, from its checkpoint
         windows[k].backward(b.xs, sim.theta, b.us, sim.loss, b.serial)  # the loss's own derivatives: the jumps
         _carry_back(b.xs.grad, b.lam, b.us.grad, t0, n, sim.u.grad, b.serial)
-        states, jumps = _download(b.xs), _download(b.xs.grad)
+        states, jumps = download(b.xs), download(b.xs.grad)
         lam = lam + jumps[:, n]
         for s in reversed(range(n)):
             lam = _rk4_step(field, states[:, s + 1], 0.5 * (states[:, s] + states[:, s + 1]), states[:, s],

@@ -18,7 +18,8 @@ import taichi as ti
 
 from tisim import runtime
 from tisim.derivatives import Gradient, NonFiniteError, nonfinite_rollout
-from tisim.engine import _download, _finish, is_small, mechanism
+from tisim.engine import mechanism
+from tisim.trajectory import download, finish, is_small
 
 MIN_SEGMENT_WORK = 2_000  # state entries x steps a default segment holds at least
 
@@ -158,7 +159,7 @@ def checkpointed_gradient(sim, loss, segments=None):
         sim._launch(_carry_back, b.xs.grad, b.lam, b.us.grad, t0, n, sim.u.grad, b.serial)
     return Gradient.computed(sim, per_batch, dict(
         actions=sim._fetch_gradient("actions"), params=sim._fetch_gradient("params"),
-        initial_state=sim.state_layout.unpack(_download(b.lam))), "the backward pass",
+        initial_state=sim.state_layout.unpack(download(b.lam))), "the backward pass",
         "the per-step adjoint is not kept by method='checkpointed'; use method='unrolled'")
 
 
@@ -171,10 +172,10 @@ def _run_segment(sim, b, window, k, t0, n):
 
 def _check_finite(sim, b, t0, n):
     """Raises NonFiniteError at the first bad step of segment [t0, t0 + n]; returns the loss summed so far (B,)."""
-    sim._launch(_finish, b.xs, sim.loss, sim._status_host, b.serial)
+    sim._launch(finish, b.xs, sim.loss, sim._status_host, b.serial)
     status = sim._status_host.astype(np.float64)
     first = status[:, 1]
     if np.any(first <= n):
         batch = int(np.argmin(first))
-        raise nonfinite_rollout(sim, t0 + int(first[batch]), batch, _download(b.xs)[batch, int(first[batch])])
+        raise nonfinite_rollout(sim, t0 + int(first[batch]), batch, download(b.xs)[batch, int(first[batch])])
     return status[:, 0]

@@ -22,12 +22,25 @@ from tisim.derivatives import Gradient, Jacobian, NonFiniteError, check_derivati
 from tisim.launch import Launches
 from tisim.losses import _Bound, quadratic
 from tisim.quantities import Layout, near_miss
+from tisim.trajectory import (
+    begin,
+    clear_row,
+    copy,
+    copy2,
+    copy3,
+    copy_step,
+    download,
+    finish,
+    is_small,
+    nonfinite_row,
+    prepare_grads,
+    seed_final_state,
+)
 
 METHODS = ("unrolled", "checkpointed", "forward", "adjoint")
 MODES = ("auto", "reverse", "forward")
 GROUPS = ("params", "initial_state", "actions")
 STALE_ALL = ("theta", "x0", "u")
-SERIAL_WORK = 20_000  # element-steps below which a kernel's batch loop is serialized
 UNROLLED_STATE = 16  # states up to this many entries are cleared and checked row by row in unrolled code
 HOST_BUFFER_ENTRIES = 1 << 16  # largest action gradient read back through a persistent, bound host buffer
 _jitter = None  # while tisim.diagnostics.last_bits is active: moves every input a simulator is given, once validated
@@ -42,143 +55,6 @@ def mechanism(name):
         _MECHANISMS[name] = function
         return function
     return register
-
-
-# Elementwise kernels loop `for b: for t: for k` rather than over ti.ndrange: the flat index's divisions cost more
-# than the work (measured in benchmarks/engine_overhead.py). Only the outer loop can run in parallel, and only when
-# `serial` is False: handing a loop to the CPU thread pool costs about 130 us per launch on these machines, more than
-# a small system's whole rollout, so small work, and a batch of one, run serialized (is_small, System._serial).
-
-@ti.func
-def _prepare_grads(x_grad: ti.template(), theta_grad: ti.template(), u_grad: ti.template(), loss: ti.template(),
-                   loss_grad: ti.template(), b, grads: ti.template()):
-    # The engine zeroes its own gradients only (not every field in the program, as Tape would), and only before a
-    # pass that will go backward: on a large body they are as big as the trajectory.
-    if ti.static(grads):
-        for t in range(x_grad.shape[1]):
-            for k in range(x_grad.shape[2]):
-                x_grad[b, t, k] = 0.0
-        for k in range(theta_grad.shape[1]):
-            theta_grad[b, k] = 0.0
-        for t in range(u_grad.shape[1]):
-            for j in range(u_grad.shape[2]):
-                u_grad[b, t, j] = 0.0
-    loss[b] = 0.0
-    loss_grad[b] = 1.0
-
-
-@ti.func
-def _clear_row(x: ti.template(), b, t, unrolled: ti.template()):
-    # steps accumulate into x[t+1] with +=, so each starts from zero
-    if ti.static(unrolled):
-        for k in ti.static(range(unrolled)):
-            x[b, t, k] = 0.0
-    else:
-        for k in range(x.shape[2]):
-            x[b, t, k] = 0.0
-
-
-@ti.func
-def _nonfinite_row(x: ti.template(), b, t, unrolled: ti.template()):
-    # x * 0 is 0 for finite x and NaN otherwise, so one test per row finds a bad step (fast_math is off)
-    bad = 0.0
-    if ti.static(unrolled):
-        for k in ti.static(range(unrolled)):
-            bad += x[b, t, k] * 0.0
-    else:
-        for k in range(x.shape[2]):
-            bad += x[b, t, k] * 0.0
-    return ti.math.isnan(bad)
-
-
-@ti.func
-def _prepare(x: ti.template(), x0: ti.template(), loss: ti.template(), x_grad: ti.template(),
-             theta_grad: ti.template(), u_grad: ti.template(), loss_grad: ti.template(), b, grads: ti.template()):
-    for k in range(x.shape[2]):
-        x[b, 0, k] = x0[b, k]
-    for t in range(1, x.shape[1]):
-        _clear_row(x, b, t, 0)
-    _prepare_grads(x_grad, theta_grad, u_grad, loss, loss_grad, b, grads)
-
-
-@ti.func
-def _status(x: ti.template(), loss: ti.template(), status: ti.template(), b):
-    # status[b] = (loss, first step with a non-finite state or T+1), into a host array: one read-back per pass
-    first = x.shape[1]
-    for t in range(x.shape[1]):
-        if _nonfinite_row(x, b, t, 0) and t < first:
-            first = t
-    status[b, 0] = loss[b]
-    status[b, 1] = first
-
-
-@ti.kernel
-def _begin(x: ti.types.ndarray(ndim=3), x0: ti.types.ndarray(ndim=2), loss: ti.types.ndarray(ndim=1),
-           x_grad: ti.types.ndarray(ndim=3), theta_grad: ti.types.ndarray(ndim=2), u_grad: ti.types.ndarray(ndim=3),
-           loss_grad: ti.types.ndarray(ndim=1), serial: ti.template(), grads: ti.template()):
-    ti.loop_config(serialize=serial)
-    for b in range(x.shape[0]):
-        _prepare(x, x0, loss, x_grad, theta_grad, u_grad, loss_grad, b, grads)
-
-
-@ti.kernel
-def _finish(x: ti.types.ndarray(ndim=3), loss: ti.types.ndarray(ndim=1), status: ti.types.ndarray(ndim=2),
-            serial: ti.template()):
-    ti.loop_config(serialize=serial)
-    for b in range(x.shape[0]):
-        _status(x, loss, status, b)
-
-
-@ti.kernel
-def _copy2(source: ti.types.ndarray(ndim=2), target: ti.types.ndarray(ndim=2), serial: ti.template()):
-    ti.loop_config(serialize=serial)
-    for b in range(source.shape[0]):
-        for k in range(source.shape[1]):
-            target[b, k] = ti.cast(source[b, k], ti.lang.impl.get_runtime().default_fp)  # float64 in: no warning
-
-
-@ti.kernel
-def _copy3(source: ti.types.ndarray(ndim=3), target: ti.types.ndarray(ndim=3), serial: ti.template()):
-    ti.loop_config(serialize=serial)
-    for b in range(source.shape[0]):
-        for t in range(source.shape[1]):
-            for k in range(source.shape[2]):
-                target[b, t, k] = ti.cast(source[b, t, k], ti.lang.impl.get_runtime().default_fp)
-
-
-@ti.kernel
-def _copy_step(source: ti.types.ndarray(ndim=3), t: ti.i32, target: ti.types.ndarray(ndim=2)):
-    for b in range(source.shape[0]):
-        for k in range(source.shape[2]):
-            target[b, k] = source[b, t, k]
-
-
-def _copy(source, target):
-    serial = is_small(int(np.prod(source.shape)), source.shape[0])
-    (_copy2 if len(source.shape) == 2 else _copy3)(source, target, serial)
-
-
-def _download(array):
-    """An ndarray into a new float64 numpy array, by one kernel (ndarray.to_numpy is several times slower)."""
-    out = np.empty(array.shape, dtype=runtime.numpy_real())
-    _copy(array, out)
-    return out.astype(np.float64, copy=False)
-
-
-def is_small(work, batch):
-    """Whether a kernel's batch loop over this many element-steps runs faster serialized than on the thread pool.
-    Every kernel's parallel loop is the batch loop, so a batch of one loses nothing serialized (and its atomic
-    adds, in the backward pass, become plain ones: measured 10% of a MassSpring gradient)."""
-    return batch == 1 or work < SERIAL_WORK or runtime.settings()["threads"] == 1
-
-
-@ti.kernel
-def _seed_final_state(g: ti.types.ndarray(ndim=3), k: ti.i32, serial: ti.template()):
-    ti.loop_config(serialize=serial)
-    for b in range(g.shape[0]):
-        for t in range(g.shape[1]):
-            for j in range(g.shape[2]):
-                g[b, t, j] = 1.0 if (t == g.shape[1] - 1 and j == k) else 0.0
 
 
 class System:
@@ -353,22 +229,22 @@ class System:
                   status: ti.types.ndarray(ndim=2), x_grad: ti.types.ndarray(ndim=3),
                   theta_grad: ti.types.ndarray(ndim=2), u_grad: ti.types.ndarray(ndim=3),
                   loss_grad: ti.types.ndarray(ndim=1), serial: ti.template(), grads: ti.template()):
-        # A whole forward pass in one launch (_begin, _rollout, the built-in loss terms, _finish): on a small system
+        # A whole forward pass in one launch (begin, _rollout, the built-in loss terms, finish): on a small system
         # each launch costs more than its work. Each state row is cleared just before its step and checked just
         # after it, while it is in cache, unrolled over a small state (a loop of 4 costs more than its body).
         # Never differentiated: the backward pass is _rollout's gradient, which reads the same x.
         ti.loop_config(serialize=serial)
         for b in range(x.shape[0]):
-            _prepare_grads(x_grad, theta_grad, u_grad, loss, loss_grad, b, grads)
+            prepare_grads(x_grad, theta_grad, u_grad, loss, loss_grad, b, grads)
             first = x.shape[1]
             for k in range(x.shape[2]):
                 x[b, 0, k] = x0[b, k]
-            if _nonfinite_row(x, b, 0, self._unrolled):
+            if nonfinite_row(x, b, 0, self._unrolled):
                 first = 0
             for t in range(x.shape[1] - 1):
-                _clear_row(x, b, t + 1, self._unrolled)
+                clear_row(x, b, t + 1, self._unrolled)
                 self.step(x, theta, u, dt, b, t)
-                if _nonfinite_row(x, b, t + 1, self._unrolled) and t + 1 < first:
+                if nonfinite_row(x, b, t + 1, self._unrolled) and t + 1 < first:
                     first = t + 1
             quadratic(x, u, loss, b, time, offset, w, target, linear, w_effort)
             status[b, 0] = loss[b]
@@ -468,9 +344,9 @@ class System:
         for name in self._stale:
             host, target = {"theta": self._theta, "x0": self._x0, "u": self._u}[name], getattr(self, name)
             if name == "theta" and not self.param_layout.size:
-                _copy(np.zeros((self.B, 1), dtype=runtime.numpy_real()), target)
+                copy(np.zeros((self.B, 1), dtype=runtime.numpy_real()), target)
             else:  # the simulator's own float64 buffers, at fixed addresses: a bound call, which also converts
-                self._launch(_copy2 if host.ndim == 2 else _copy3, host, target, is_small(host.size, self.B))
+                self._launch(copy2 if host.ndim == 2 else copy3, host, target, is_small(host.size, self.B))
         self._stale = set()
 
     def _begin_pass(self):
@@ -500,11 +376,11 @@ class System:
                    loss.offset, loss.w, loss.target, loss.linear, loss.w_effort, self._status_host, self.x.grad,
                    self.theta.grad, self.u.grad, self.loss.grad, self._serial, grads)
         else:  # Custom losses are kernels of their own, and so is each step on the per-step schedule
-            launch(_begin, self.x, self.x0, self.loss, self.x.grad, self.theta.grad, self.u.grad, self.loss.grad,
+            launch(begin, self.x, self.x0, self.loss, self.x.grad, self.theta.grad, self.u.grad, self.loss.grad,
                    self._serial, grads)
             self._steps(self.x, self.u, 0, self.T, self._serial)
             loss.forward(self.x, self.theta, self.u, self.loss, self._serial, launch)
-            launch(_finish, self.x, self.loss, self._status_host, self._serial)
+            launch(finish, self.x, self.loss, self._status_host, self._serial)
         status = self._status_host.astype(np.float64)
         first = status[:, 1]
         if np.any(first <= self.T):
@@ -516,7 +392,7 @@ class System:
     def rollout(self):
         """Run the T steps; returns {state name: array (B, T+1, *shape)}."""
         self._forward()
-        return self.state_layout.unpack(_download(self.x))
+        return self.state_layout.unpack(download(self.x))
 
     # ---- backward --------------------------------------------------------------------------------------------------
     def _bind(self, loss):
@@ -566,17 +442,17 @@ class System:
 
     def _fetch_gradient(self, group):
         if group == "params":
-            return self.param_layout.unpack(_download(self.theta.grad)[:, :self.param_layout.size])
+            return self.param_layout.unpack(download(self.theta.grad)[:, :self.param_layout.size])
         if group == "actions":
             if self._u_grad_host is None:
-                return _download(self.u.grad).reshape((self.B, self.T) + self.action_shape)
-            self._launch(_copy3, self.u.grad, self._u_grad_host, is_small(self._u_grad_host.size, self.B))
+                return download(self.u.grad).reshape((self.B, self.T) + self.action_shape)
+            self._launch(copy3, self.u.grad, self._u_grad_host, is_small(self._u_grad_host.size, self.B))
             return self._u_grad_host.astype(np.float64).reshape((self.B, self.T) + self.action_shape)
         if group == "initial_state":  # lambda_0 alone, without copying the whole adjoint
             first = np.empty((self.B, self.state_layout.size), dtype=runtime.numpy_real())
-            _copy_step(self.x.grad, 0, first)
+            copy_step(self.x.grad, 0, first)
             return self.state_layout.unpack(first.astype(np.float64, copy=False))
-        return self.state_layout.unpack(_download(self.x.grad))
+        return self.state_layout.unpack(download(self.x.grad))
 
     def jacobian(self, *, wrt="params", mode="auto"):
         """d x_T / d(wrt); wrt: "params", "initial_state" or "actions".
@@ -605,14 +481,14 @@ class System:
         rows = []
         for k in range(self.state_layout.size):
             self._forward(grads=True)
-            _seed_final_state(self.x.grad, k, self._serial)
+            seed_final_state(self.x.grad, k, self._serial)
             self._backward_rollout()
             if wrt == "params":
-                rows.append(_download(self.theta.grad)[:, :self.param_layout.size])
+                rows.append(download(self.theta.grad)[:, :self.param_layout.size])
             elif wrt == "initial_state":
-                rows.append(_download(self.x.grad)[:, 0])
+                rows.append(download(self.x.grad)[:, 0])
             else:
-                rows.append(_download(self.u.grad).reshape(self.B, -1))
+                rows.append(download(self.u.grad).reshape(self.B, -1))
         matrix = check_derivatives(self, "jacobian", np.stack(rows, axis=1).astype(np.float64))
         return Jacobian(matrix, self.state_layout.labels(), cols)
 

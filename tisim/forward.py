@@ -27,7 +27,8 @@ import taichi as ti
 from tisim import runtime
 from tisim.checkpointing import Segments, _check_finite, segment_windows
 from tisim.derivatives import Gradient, NonFiniteError
-from tisim.engine import _copy, _download, is_small, mechanism
+from tisim.engine import mechanism
+from tisim.trajectory import copy, download, is_small
 
 BUFFER_ENTRIES = 1 << 16  # state entries (B x S x steps) one segment buffer holds, at most
 MAX_SEGMENT = 1024
@@ -181,7 +182,7 @@ class _Pass:
             self.du.from_numpy(np.ascontiguousarray(du, dtype=dtype))
         self.tangent.from_numpy(np.ascontiguousarray(dx0, dtype=dtype))
         _load_theta(sim.theta, self.dtheta, f.theta, f.theta.dual)
-        _copy(sim.x0, self.state)
+        copy(sim.x0, self.state)
         sim.loss.fill(0)
         sim.loss.grad.fill(1)
         sim.theta.grad.fill(0)
@@ -199,12 +200,12 @@ class _Pass:
             if windows is not None:
                 windows[k].backward(seg.xs, sim.theta, seg.us, sim.loss, self.serial)
                 _dot_segment(seg.xs.grad, self.dxs, seg.us.grad, self.du, t0, n, self.derivative, self.serial)
-        tangent = _download(self.tangent)
+        tangent = download(self.tangent)
         if windows is None:
             return None, None, tangent
         if not np.all(np.isfinite(per_batch)):
             raise NonFiniteError(f"{type(sim).__name__}: the loss is non-finite: {per_batch}")
-        theta_part = np.sum(_download(sim.theta.grad) * dtheta, axis=1)
+        theta_part = np.sum(download(sim.theta.grad) * dtheta, axis=1)
         return per_batch, self.derivative.to_numpy().astype(np.float64) + theta_part, tangent
 
 
