@@ -317,7 +317,10 @@ def _worker_settings(threads, deterministic):
     """tisim.init arguments for the workers: this process's arch and precision, the sweep's threads."""
     live = runtime.current() or {}
     settings = dict(arch=live.get("arch", "cpu"), precision=live.get("precision", "f64"))
-    settings.update(deterministic=True) if deterministic else settings.update(threads=threads)
+    if deterministic:
+        settings["deterministic"] = True
+    else:
+        settings["threads"] = threads
     return settings
 
 
@@ -337,17 +340,13 @@ def execute(fn, config, settings):
 
 
 def _run_serial(fn, configs, todo, settings, arrived, update):
-    if not settings.get("deterministic"):  # keep this process's runtime as it is; start it if needed
-        settings = None
+    if not settings.get("deterministic"):  # the caller's runtime as it is: restarting it would end their simulators
+        runtime.ensure_init()
+        settings = runtime.settings()
     for i in todo:
         update(1)
-        arrived(i, execute(fn, configs[i], settings) if settings else _in_process(fn, configs[i]), 1)
+        arrived(i, execute(fn, configs[i], settings), 1)
     update(0)
-
-
-def _in_process(fn, config):
-    runtime.ensure_init()
-    return execute(fn, config, runtime.settings())
 
 
 @contextlib.contextmanager
@@ -359,7 +358,10 @@ def _worker_environment():
         yield
     finally:
         for k, v in saved.items():
-            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+            if v is None:
+                del os.environ[k]
+            else:
+                os.environ[k] = v
 
 
 def _run_processes(fn, configs, todo, settings, workers, retries, arrived, update):
