@@ -34,7 +34,7 @@ from tisim import runtime, snapshot
 
 BACKENDS = ("serial", "processes", "ray")
 FORMAT, VERSION = "tisim sweep job", 1
-# what a worker inherits from this process: where compiled kernels live, and the test settings
+# what a worker inherits from this process: where compiled kernels live, and the version check left off
 _INHERITED = ("TI_OFFLINE_CACHE_FILE_PATH", "TI_SKIP_VERSION_CHECK")
 _QUIET = {"ENABLE_TAICHI_HEADER_PRINT": "False"}  # one banner per worker would break the progress bar
 
@@ -143,7 +143,7 @@ def run(fn, configs, *, backend="serial", workers=None, threads=1, deterministic
         except Exception as error:
             raise TypeError(f"sweep.run: backend='processes' sends fn to its workers pickled, and this fn cannot be "
                             f"pickled ({error}); define it at the top level of a module or script") from None
-    store = _Store(folder, fn, keys) if folder is not None else None
+    store = _Store(folder, fn) if folder is not None else None
     settings = _worker_settings(threads, deterministic)
     outcomes = [None] * len(keys)
     if store is not None:
@@ -251,7 +251,7 @@ def _outcome(index, config, reply, attempts):
 class _Store:
     """The results folder: sweep.json (which function), jobs/<key>.npz (one outcome each), summary.json (the end)."""
 
-    def __init__(self, folder, fn, keys):
+    def __init__(self, folder, fn):
         if not isinstance(folder, (str, os.PathLike)):
             raise TypeError(f"sweep.run: folder must be a path, got {type(folder).__name__}")
         self.folder = os.fspath(folder)
@@ -286,8 +286,7 @@ class _Store:
             if meta.get("format") != FORMAT or meta.get("version") != VERSION or meta.get("error") is not None:
                 return None
             return Outcome(index=index, config=config, value=snapshot.decode(meta["value"], arrays),
-                           seconds=meta["seconds"],
-                           attempts=meta["attempts"], worker=meta["worker"], resumed=True)
+                           seconds=meta["seconds"], attempts=meta["attempts"], worker=meta["worker"], resumed=True)
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
