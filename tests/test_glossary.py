@@ -8,12 +8,12 @@ GLOSSARY = (pathlib.Path(__file__).parent.parent / "docs" / "glossary.md").read_
 
 
 def test_every_declared_quantity_is_in_the_glossary():
-    """Each parameter, state and action name of every system appears in docs/glossary.md as `name`."""
+    """Each parameter, state, action and scratch name of every system appears in docs/glossary.md as `name`."""
     listed = set(re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", GLOSSARY))
     missing = []
     for name in tisim.systems.__all__:
         system = getattr(tisim.systems, name)
-        for quantity in system.PARAMS + system.STATE + system.ACTION:
+        for quantity in system.PARAMS + system.STATE + system.ACTION + system.SCRATCH:
             if quantity.name not in listed:
                 missing.append(f"{name}.{quantity.name}")
     assert not missing, f"add to docs/glossary.md: {missing}"

@@ -1,4 +1,6 @@
 """The mass-spring body: robot files, the reference workload, physics and gradients."""
+import dataclasses
+import functools
 import json
 
 import numpy as np
@@ -100,14 +102,15 @@ def test_free_body_conserves_momentum_and_rests_on_the_ground():
     assert 0 < depth < 3 * weight_per_contact / 5000  # penetration of the order of the static spring deflection
 
 
+@pytest.mark.parametrize("schedule", ["items", "phased"])
 @pytest.mark.parametrize("group", ["params", "initial_state", "actions"])
-def test_gradients_without_contact(group):
+def test_gradients_without_contact(group, schedule):
     """Off the ground (no contact switch), every gradient group matches float64 central differences to 1e-5.
 
     Measured worst: 1e-9 (initial state), 4e-6 (k, whose entries are 1e-7 of the loss), 3e-6 (an action entry of
     1e-6); Richardson-extrapolated differences at two steps agree with the backward pass to 1e-9 on the large
     entries, so the rest is the differences' own noise on small entries."""
-    sim = MassSpring(horizon=40, robot=grid(3, 2))
+    sim = MassSpring(horizon=40, robot=grid(3, 2), schedule=schedule)
     sim.set_initial_state(pos=grid(3, 2).particles * 1.05 + [0.0, 0.5])  # half a metre up: no contact in 20 ms
     sim.set_actions(reference_actions(sim))
     loss = tisim.losses.TerminalSum(mean_x_weights(sim)) + tisim.losses.TerminalTarget({"pos": grid(3, 2).particles})
@@ -116,19 +119,24 @@ def test_gradients_without_contact(group):
     assert report.worst <= 1e-5, str(report)
 
 
-def test_gradients_through_ground_contact():
+@pytest.mark.parametrize("schedule", ["items", "phased"])
+def test_gradients_through_ground_contact(schedule):
     """Through ground contact the backward pass matches central differences to a documented 1e-3 (piecewise law:
     a difference whose stencil straddles a contact switch measures a mixture of two pieces)."""
-    sim = MassSpring(horizon=60, robot=Robot.load("worm"))
+    sim = MassSpring(horizon=60, robot=Robot.load("worm"), schedule=schedule)
     sim.set_actions(reference_actions(sim))
     report = tisim.gradcheck(sim, tisim.losses.TerminalSum(mean_x_weights(sim)), step=1e-6, max_entries=8)
     assert report.worst <= 1e-3, str(report)
 
 
-def test_per_step_schedule_equals_the_fused_one():
-    """The schedule a GPU runs (one launch per step, parallel over particles; forced here on the CPU) gives the fused
-    schedule's loss, trajectory and gradients in every group, unrolled and checkpointed, with a Custom loss term too
-    (1e-12; the arithmetic per particle is the same, the backward pass may sum in another order)."""
+class RecomputedSprings(MassSpring):
+    """MassSpring with its spring forces recomputed in the backward pass instead of kept per step."""
+
+    SCRATCH = tuple(dataclasses.replace(q, keep=False) for q in MassSpring.SCRATCH)
+
+
+def schedule_results(make, per_step):
+    """Loss, trajectory and gradients (every group, unrolled and checkpointed, with a Custom term) of one schedule."""
     robot = Robot.load("worm")
     target = robot.particles + [0.1, 0.0]
     y0 = MassSpring(horizon=1, robot=robot).index("pos") + 1  # the first particle's height
@@ -137,24 +145,72 @@ def test_per_step_schedule_equals_the_fused_one():
     def height(x: ti.template(), theta: ti.template(), u: ti.template(), b, t):
         return x[b, t, y0] ** 2
 
-    results = []
-    for per_step in (False, True):
-        sim = MassSpring(horizon=60, robot=robot)
-        sim._per_step = per_step
-        sim.set_actions(reference_actions(sim))
-        loss = (tisim.losses.TerminalSum(mean_x_weights(sim)) + tisim.losses.TerminalTarget({"pos": target})
-                + tisim.losses.Custom(height, steps=[30, 60]))
-        plain = tisim.losses.TerminalSum(mean_x_weights(sim))
-        g = sim.gradient(loss)
-        c = sim.gradient(plain, method="checkpointed", segments=4)
-        results.append(dict(value=g.value, evaluate=sim.evaluate(plain), traj=sim.rollout()["pos"],
-                            adjoint=g.adjoint["vel"], **{f"g.{k}": v for k, v in g.params.items()},
-                            actions=g.actions, x0=g.initial_state["pos"], c_actions=c.actions, c_k=c.params["k"]))
-    fused, per_step = results
-    for key in fused:
-        np.testing.assert_allclose(per_step[key], fused[key], rtol=1e-12, atol=1e-12 * np.abs(fused[key]).max(),
-                                   err_msg=key)
-    assert np.abs(fused["actions"]).max() > 0 and np.abs(fused["c_k"]).max() > 0
+    sim = make(horizon=60, robot=robot)
+    sim._per_step = per_step  # the GPU's schedule, on the CPU
+    sim.set_actions(reference_actions(sim))
+    loss = (tisim.losses.TerminalSum(mean_x_weights(sim)) + tisim.losses.TerminalTarget({"pos": target})
+            + tisim.losses.Custom(height, steps=[30, 60]))
+    plain = tisim.losses.TerminalSum(mean_x_weights(sim))
+    g = sim.gradient(loss)
+    c = sim.gradient(plain, method="checkpointed", segments=4)
+    e = sim.evaluate(plain)  # the one-kernel forward pass (fused phases on the phased schedule)
+    after = sim.gradient(plain)
+    return dict(value=g.value, evaluate=e, traj=sim.rollout()["pos"], adjoint=g.adjoint["vel"],
+                **{f"g.{k}": v for k, v in g.params.items()}, actions=g.actions, x0=g.initial_state["pos"],
+                c_actions=c.actions, c_k=c.params["k"], after_evaluate=after.actions)
+
+
+@pytest.mark.parametrize("make, per_step", [
+    (MassSpring, True),
+    (functools.partial(MassSpring, schedule="phased"), False),
+    (functools.partial(MassSpring, schedule="phased"), True),
+    (functools.partial(RecomputedSprings, schedule="phased"), False),
+    (functools.partial(RecomputedSprings, schedule="phased"), True),
+], ids=["items-per-step", "phased", "phased-per-step", "phased-recomputed", "phased-recomputed-per-step"])
+def test_every_schedule_gives_the_same_gradients(make, per_step):
+    """Every schedule gives the fused item-wise schedule's loss, trajectory and gradients in every group, unrolled
+    and checkpointed, with a Custom loss term too, to 1e-12: the item-wise step one launch per step (a GPU's), the
+    phased step (each spring once, into scratch) with its forward pass fused or a launch per step, and the phased
+    step with its scratch recomputed in the backward pass instead of kept. The arithmetic per particle is the same;
+    the backward passes may sum in other orders."""
+    reference = schedule_results(MassSpring, False)
+    results = schedule_results(make, per_step)
+    for key in reference:
+        np.testing.assert_allclose(results[key], reference[key], rtol=1e-12,
+                                   atol=1e-12 * np.abs(reference[key]).max(), err_msg=key)
+    assert np.abs(reference["actions"]).max() > 0 and np.abs(reference["c_k"]).max() > 0
+
+
+def test_recomputed_scratch_does_not_grow_with_the_horizon():
+    """Kept scratch holds a row per step; recomputed scratch one step's worth, whatever the horizon."""
+    widths = {}
+    for cls in (MassSpring, RecomputedSprings):
+        for T in (10, 40):
+            sim = cls(horizon=T, robot="worm", schedule="phased")
+            sim.gradient(tisim.losses.TerminalSum(mean_x_weights(sim)))
+            widths[cls.__name__, T] = sim._scratch(T).shape[1]
+    springs = 2 * MassSpring(horizon=1, robot="worm").sizes["n_springs"]
+    assert widths["MassSpring", 10] == 10 * springs and widths["MassSpring", 40] == 40 * springs
+    assert widths["RecomputedSprings", 10] == widths["RecomputedSprings", 40] == springs
+
+
+@pytest.mark.parametrize("values, message", [
+    (dict(schedule="gather"), r"schedule must be one of \['items', 'phased'\], got 'gather'"),
+    (dict(schedule="phase"), "Perhaps you meant 'phased'"),
+])
+def test_bad_schedule(values, message):
+    with pytest.raises(ValueError, match=message):
+        MassSpring(horizon=2, robot="worm", **values)
+
+
+def test_schedule_applies_only_to_systems_with_two_forms():
+    with pytest.raises(ValueError, match="Pendulum: schedule applies to systems with both PHASES and ITEMS"):
+        tisim.systems.Pendulum(horizon=2, schedule="phased")
+
+
+def test_default_schedule_on_a_cpu_is_items():
+    """On a CPU the item-wise form is faster (benchmarks/peers.py measures both) and the default."""
+    assert MassSpring(horizon=2, robot="worm").options["schedule"] == "items"
 
 
 @pytest.mark.parametrize("ratio, expected", [(0.5, 0.5), (1.0, 0.0), (2.0, -1.0)])

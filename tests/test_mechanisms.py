@@ -120,14 +120,15 @@ def test_forward_mode_keeps_nothing_per_step_on_a_long_horizon():
 
 
 @pytest.mark.parametrize("make", [lambda: MassSpring(horizon=5, robot=grid(2, 2)),
+                                  lambda: MassSpring(horizon=5, robot=grid(2, 2), schedule="phased"),
                                   lambda: tisim.systems.Rigid2D(horizon=5),
                                   lambda: tisim.systems.ResidualPendulum(horizon=5, hidden=3),
                                   lambda: tisim.systems.StiffChain(horizon=5, n=2)],
-                         ids=["MassSpring", "Rigid2D", "ResidualPendulum", "StiffChain"])
+                         ids=["MassSpring", "MassSpring-phased", "Rigid2D", "ResidualPendulum", "StiffChain"])
 def test_forward_mode_unsupported_step_is_a_clear_error(make):
     """Steps that Taichi 1.7's forward mode cannot compile (ti.Vector arithmetic; StiffChain's detached Newton
-    solve) raise a NotImplementedError naming the system, not Taichi's internal error; jacobian(mode="auto") falls
-    back to reverse mode."""
+    solve), and phased steps, raise a NotImplementedError naming the system, not Taichi's internal error;
+    jacobian(mode="auto") falls back to reverse mode."""
     sim = make()
     loss = tisim.losses.TerminalTarget({sim.STATE[0].name: 0.0})
     with pytest.raises(NotImplementedError, match=f"{type(sim).__name__}.*use method='unrolled'"):

@@ -17,10 +17,12 @@ import weakref
 import numpy as np
 import taichi as ti
 
-from tisim import runtime
-from tisim.derivatives import Gradient, Jacobian, NonFiniteError, check_derivatives, nonfinite_rollout
+from tisim import jacobians, runtime
+from tisim.access import Accessors
+from tisim.derivatives import Gradient, NonFiniteError, nonfinite_rollout
 from tisim.launch import Launches
 from tisim.losses import _Bound, quadratic
+from tisim.phases import ScratchLayout, Scratchpad, fused_step, phase_list, schedule_option
 from tisim.quantities import Layout, near_miss
 from tisim.trajectory import (
     begin,
@@ -34,7 +36,6 @@ from tisim.trajectory import (
     is_small,
     nonfinite_row,
     prepare_grads,
-    seed_final_state,
 )
 
 METHODS = ("unrolled", "checkpointed", "forward", "adjoint")
@@ -57,7 +58,7 @@ def mechanism(name):
     return register
 
 
-class System:
+class System(Accessors):
     """Base class of every simulator.
 
     A subclass declares, as class attributes:
@@ -86,6 +87,12 @@ class System:
          run on a handful of GPU threads); on a CPU the fused loop is faster (a thread-pool dispatch per step costs
          more than a step).
 
+    A step made of loops over different domains (springs, then particles; an MPM grid) declares PHASES and SCRATCH
+    instead (tisim/phases.py, docs/adding_a_system.md): each phase a @ti.func over one item of its domain, with
+    per-step scratch between phases that the engine zeroes, and keeps per step or recomputes in the backward pass.
+    A system with both forms (PHASES and ITEMS) takes a `schedule` keyword, "items" or "phased" (default: items on
+    a CPU, phased on a GPU). Steps read and write quantities by name through the accessors of tisim/access.py.
+
     Systems defined by an ODE x' = F(x, a; theta) may also implement
       4. ``rates(self, x, theta, u, b, t, f)``, a ``@ti.func`` that ACCUMULATES F at the state x[b, :] (a (B, S)
          array), with the action u[b, t, :], into f[b, :]: the continuous adjoint (method="adjoint") integrates its
@@ -102,6 +109,8 @@ class System:
     STRUCTURE = ()
     OPTIONS = {}
     ITEMS = None
+    PHASES = ()
+    SCRATCH = ()
 
     def __init__(self, horizon, batch=1, dt=None, **values):
         name = type(self).__name__
@@ -114,6 +123,7 @@ class System:
             if choice not in self.OPTIONS[key]:
                 raise ValueError(f"{name}: {key} must be one of {list(self.OPTIONS[key])}, got {choice!r}."
                                  + near_miss(str(choice), self.OPTIONS[key]))
+        options.update(schedule_option(type(self), values.pop("schedule", None)))
         _check_count(name, "horizon", horizon)
         _check_count(name, "batch", batch)
         dt = self.DT if dt is None else dt
@@ -154,6 +164,8 @@ class System:
         # state rows up to this long are cleared and checked by unrolled code in the one-launch forward pass
         self._unrolled = self.state_layout.size if self.state_layout.size <= UNROLLED_STATE else 0
         self.action_shape = self.action_layout.shapes[self.action_name]
+        self.scratch_layout = ScratchLayout(self.SCRATCH, sizes)
+        self.phases = phase_list(self) if self.options.get("schedule", "phased") == "phased" else []
 
     def _topology_key(self):
         """Hashable description of structure beyond sizes and options (a particle system's connectivity, say);
@@ -189,8 +201,9 @@ class System:
         self._segments = {}  # segment length -> checkpointing buffers
         self._forward_mode = None  # forward-mode buffers (tisim/forward.py), made by the first forward-mode pass
         self._serial = is_small(B * (T + 1) * max(self.state_layout.size, 1), B)
-        # one launch per step, parallel over batch and items: for item-wise systems on a GPU (see ITEMS)
-        self._per_step = self.ITEMS is not None and runtime.settings()["arch"] != "cpu"
+        self._scratch = Scratchpad(self)
+        # one launch per step, parallel over batch and items: for item-wise and phased systems on a GPU (see ITEMS)
+        self._per_step = (self.ITEMS is not None or bool(self.phases)) and runtime.settings()["arch"] != "cpu"
 
     @ti.kernel
     def _rollout(self, x: ti.types.ndarray(ndim=3), theta: ti.types.ndarray(ndim=2), u: ti.types.ndarray(ndim=3),
@@ -215,6 +228,9 @@ class System:
     def _steps(self, x, u, t0, t1, serial, grad=False):
         """Steps t0..t1-1 on the states x (B, n+1, S) with the actions u (B, n, A), or their reverse-mode gradient:
         one fused launch, or one launch per step (in reverse order for the gradient) on the per-step schedule."""
+        if self.phases:
+            self._scratch.steps(x, u, t0, t1, serial, grad)
+            return
         if not self._per_step:
             self._launch(self._rollout_kernel, x, self.theta, u, self.dt, t0, t1, serial, grad=grad)
             return
@@ -223,7 +239,8 @@ class System:
 
     @ti.kernel
     def _evaluate(self, x: ti.types.ndarray(ndim=3), x0: ti.types.ndarray(ndim=2), theta: ti.types.ndarray(ndim=2),
-                  u: ti.types.ndarray(ndim=3), dt: float, loss: ti.types.ndarray(ndim=1),
+                  u: ti.types.ndarray(ndim=3), scratch: ti.types.ndarray(ndim=2),
+                  scratch_grad: ti.types.ndarray(ndim=2), dt: float, loss: ti.types.ndarray(ndim=1),
                   time: ti.types.ndarray(ndim=1), offset: ti.types.ndarray(ndim=1), w: ti.types.ndarray(ndim=2),
                   target: ti.types.ndarray(ndim=2), linear: ti.types.ndarray(ndim=1), w_effort: float,
                   status: ti.types.ndarray(ndim=2), x_grad: ti.types.ndarray(ndim=3),
@@ -236,6 +253,9 @@ class System:
         ti.loop_config(serialize=serial)
         for b in range(x.shape[0]):
             prepare_grads(x_grad, theta_grad, u_grad, loss, loss_grad, b, grads)
+            for k in range(scratch.shape[1]):  # phases accumulate into their scratch
+                scratch[b, k] = 0.0
+                scratch_grad[b, k] = 0.0
             first = x.shape[1]
             for k in range(x.shape[2]):
                 x[b, 0, k] = x0[b, k]
@@ -243,7 +263,10 @@ class System:
                 first = 0
             for t in range(x.shape[1] - 1):
                 clear_row(x, b, t + 1, self._unrolled)
-                self.step(x, theta, u, dt, b, t)
+                if ti.static(self.phases):
+                    fused_step(self, x, theta, u, scratch, dt, b, t)
+                else:
+                    self.step(x, theta, u, dt, b, t)
                 if nonfinite_row(x, b, t + 1, self._unrolled) and t + 1 < first:
                     first = t + 1
             quadratic(x, u, loss, b, time, offset, w, target, linear, w_effort)
@@ -372,9 +395,10 @@ class System:
             self._no_loss = self._no_loss or _Bound.of(self, [])
             loss = self._no_loss
         if not (loss.customs or self._per_step):
-            launch(self._evaluate_kernel, self.x, self.x0, self.theta, self.u, self.dt, self.loss, loss.time,
-                   loss.offset, loss.w, loss.target, loss.linear, loss.w_effort, self._status_host, self.x.grad,
-                   self.theta.grad, self.u.grad, self.loss.grad, self._serial, grads)
+            w = self._scratch(self.T)
+            launch(self._evaluate_kernel, self.x, self.x0, self.theta, self.u, w, w.grad, self.dt, self.loss,
+                   loss.time, loss.offset, loss.w, loss.target, loss.linear, loss.w_effort, self._status_host,
+                   self.x.grad, self.theta.grad, self.u.grad, self.loss.grad, self._serial, grads)
         else:  # Custom losses are kernels of their own, and so is each step on the per-step schedule
             launch(begin, self.x, self.x0, self.loss, self.x.grad, self.theta.grad, self.u.grad, self.loss.grad,
                    self._serial, grads)
@@ -465,32 +489,7 @@ class System:
         if mode not in MODES:
             raise ValueError(f"jacobian: mode must be one of {list(MODES)}, got {mode!r}."
                              + near_miss(str(mode), MODES))
-        inputs = {"params": self.param_layout.size, "initial_state": self.state_layout.size,
-                  "actions": self.T * self.action_layout.size}[wrt]
-        cols = {"params": self.param_layout.labels(), "initial_state": self.state_layout.labels(),
-                "actions": [f"{self.action_name}[{t}]" + (f"[{j}]" if self.action_shape else "")
-                            for t in range(self.T) for j in range(self.action_layout.size)]}[wrt]
-        if mode == "forward" or (mode == "auto" and inputs < self.state_layout.size):
-            try:
-                matrix = _MECHANISMS["jacobian"](self, wrt).astype(np.float64)
-                return Jacobian(check_derivatives(self, "jacobian", matrix, "forward mode"),
-                                self.state_layout.labels(), cols)
-            except NotImplementedError:
-                if mode == "forward":
-                    raise  # "auto" falls back to reverse mode where Taichi's forward mode cannot compile the step
-        rows = []
-        for k in range(self.state_layout.size):
-            self._forward(grads=True)
-            seed_final_state(self.x.grad, k, self._serial)
-            self._backward_rollout()
-            if wrt == "params":
-                rows.append(download(self.theta.grad)[:, :self.param_layout.size])
-            elif wrt == "initial_state":
-                rows.append(download(self.x.grad)[:, 0])
-            else:
-                rows.append(download(self.u.grad).reshape(self.B, -1))
-        matrix = check_derivatives(self, "jacobian", np.stack(rows, axis=1).astype(np.float64))
-        return Jacobian(matrix, self.state_layout.labels(), cols)
+        return jacobians.jacobian(self, wrt, mode, _MECHANISMS["jacobian"])
 
     def events(self, traj):
         """{name: bool array (B, T+1)}: when each non-smooth switch of the system (a contact, a stick) is on, read

@@ -162,6 +162,9 @@ class _Pass:
 
     @classmethod
     def of(cls, sim):
+        if sim.phases:  # its scratch would need dual numbers too; forward mode steps run on Taichi fields
+            raise NotImplementedError(f"forward mode: {type(sim).__name__}'s step is phased (tisim/phases.py), which "
+                                      "forward mode does not run; use method='unrolled' or 'checkpointed'")
         sim._begin_pass()
         if sim._forward_mode is None:
             sim._forward_mode = cls(sim)

@@ -149,3 +149,18 @@ class Layout:
             offset, count = self.offsets[name], int(np.prod(shape, dtype=int))
             out[name] = packed[..., offset:offset + count].reshape(lead + shape)
         return out
+
+
+@dataclass(frozen=True)
+class Scratch:
+    """A per-step intermediate of a phased step (tisim/phases.py): spring forces, an MPM grid.
+
+    shape is like a Quantity's. keep=True stores it for every step, so the backward pass reads it; keep=False holds
+    one step's worth, which the backward pass recomputes from the step's input state: memory independent of the
+    horizon, for one more run of the step's earlier phases."""
+
+    name: str
+    unit: str
+    meaning: str
+    shape: tuple = ()
+    keep: bool = True

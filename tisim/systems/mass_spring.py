@@ -18,9 +18,13 @@ do their gradients: a soft walker at dt = 1 ms gave adjoints that a 1e-9 change 
 
 Layout: pos and vel are (n_particles, 2); k and rest are per spring; damping, m, kc, kd, mu, eps, g are global. The
 topology (which particles each spring joins, which actuator drives it) is structure: it lives in Taichi fields on the
-kernel host, one set per distinct robot. Each particle's update (step_item) gathers its springs from a padded incidence
-table (static loop over the largest degree), the schedule taichi-facts.md found correct and fast; the engine loops it
-over particles inside one kernel on a CPU and runs a launch per step, parallel over particles, on a GPU.
+kernel host, one set per distinct robot. The step has two forms (the engine's `schedule`). "phased": each spring's
+force once into scratch, then each particle sums its springs' forces from a padded incidence table. "items": each
+particle evaluates its own springs from that table (every spring twice), in one branch-free loop, the schedule
+taichi-facts.md found correct and fast. They agree to rounding (tests/test_mass_spring.py). On a CPU both cost the
+same (benchmarks/peers.py, 256 particles: 15.9 / 49.9 ms items, 16.3 / 50.8 ms phased, forward / forward+backward,
+f32, T=400), and items is the default: its backward pass is one kernel, the phased one a launch per step. At 2,048
+particles the phased forward pass is 6% faster and its backward pass 28% slower. On a GPU phased is the default.
 """
 import os
 
@@ -31,7 +35,7 @@ from tisim import runtime
 from tisim.contact import friction_coulomb_tanh, penalty_normal_compression
 from tisim.engine import System
 from tisim.integrators import semi_implicit_euler
-from tisim.quantities import Quantity
+from tisim.quantities import Quantity, Scratch
 from tisim.robots import Robot, grid
 
 
@@ -57,7 +61,10 @@ class MassSpring(System):
     ACTION = (Quantity("activation", 0.0, "-", "fractional change of the rest length of each actuator's springs",
                        shape=("n_actuators",), bounds="(-1, inf)"),)
     STRUCTURE = ("n_particles", "n_springs", "n_actuators", "degree")
-    ITEMS = "n_particles"  # each particle's update reads step t only and writes its own next state
+    SCRATCH = (Scratch("spring_force", "N", "force of each spring on its first particle", shape=("n_springs", 2)),)
+    # the two forms of the step (see the module docstring)
+    PHASES = (("springs", "n_springs"), ("particles", "n_particles"))
+    ITEMS = "n_particles"
     DT = 5e-4
 
     def __init__(self, horizon, batch=1, dt=None, robot=None, **values):
@@ -80,54 +87,77 @@ class MassSpring(System):
     def _bare_host(self):
         host = super()._bare_host()
         spring_of, other_of, present = self.robot.incidence()
+        first = self.robot.springs[spring_of, 0] == np.arange(len(spring_of))[:, None]
         owner = self.robot.actuator_of_spring()
+        real = runtime.real()
         builder = ti.FieldsBuilder()
-        host.spring_of, host.other_of, host.present = ti.field(ti.i32), ti.field(ti.i32), ti.field(runtime.real())
-        host.actuator_of, host.actuated = ti.field(ti.i32), ti.field(runtime.real())
-        builder.dense(ti.ij, spring_of.shape).place(host.spring_of, host.other_of, host.present)
+        host.spring_of, host.other_of, host.end = ti.field(ti.i32), ti.field(ti.i32), ti.field(ti.i32)
+        host.present, host.sign = ti.field(real), ti.field(real)
+        host.actuator_of, host.actuated = ti.field(ti.i32), ti.field(real)
+        builder.dense(ti.ij, spring_of.shape).place(host.spring_of, host.other_of, host.present, host.sign)
+        builder.dense(ti.ij, (len(owner), 2)).place(host.end)
         builder.dense(ti.i, len(owner)).place(host.actuator_of, host.actuated)
         host.topology_tree = builder.finalize()
         host.spring_of.from_numpy(spring_of)
         host.other_of.from_numpy(other_of)
         host.present.from_numpy(present.astype(runtime.numpy_real()))
+        # the spring's force on this particle: +1 at its first end, -1 at its second, 0 on padding entries
+        host.sign.from_numpy((np.where(first, 1.0, -1.0) * present).astype(runtime.numpy_real()))
+        host.end.from_numpy(self.robot.springs.astype(np.int32))
         host.actuator_of.from_numpy(np.maximum(owner, 0))  # passive springs read actuator 0 and weigh it by 0
         host.actuated.from_numpy((owner >= 0).astype(runtime.numpy_real()))
         return host
 
     @ti.func
-    def spring_force(self, x: ti.template(), theta: ti.template(), u: ti.template(), b, t, i, s, j):
-        """The force of spring s on particle i from particle j at the other end."""
-        X, P, U = ti.static(self.X, self.P, self.U)
-        d = ti.Vector([x[b, t, X.pos + 2 * j] - x[b, t, X.pos + 2 * i],
-                       x[b, t, X.pos + 2 * j + 1] - x[b, t, X.pos + 2 * i + 1]])
-        dv = ti.Vector([x[b, t, X.vel + 2 * j] - x[b, t, X.vel + 2 * i],
-                        x[b, t, X.vel + 2 * j + 1] - x[b, t, X.vel + 2 * i + 1]])
+    def spring_force(self, x: ti.template(), theta: ti.template(), u: ti.template(), b, t, s, i, j):
+        """The force of spring s on its end i from its other end j."""
+        d = self.state(x, "pos", b, t, j) - self.state(x, "pos", b, t, i)
+        dv = self.state(x, "vel", b, t, j) - self.state(x, "vel", b, t, i)
         r = d.norm()
         n = d / r
-        L = theta[b, P.rest + s] * (1.0 + self.actuated[s] * u[b, t, U.activation + self.actuator_of[s]])
-        return (theta[b, P.k + s] * (r - L) + theta[b, P.damping] * dv.dot(n)) * n
+        a = self.actuated[s] * self.action(u, "activation", b, t, self.actuator_of[s])
+        L = self.param(theta, "rest", b, s) * (1.0 + a)
+        return (self.param(theta, "k", b, s) * (r - L) + self.param(theta, "damping", b, 0) * dv.dot(n)) * n
 
     @ti.func
-    def step_item(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t, i):
-        # Run inside a dynamic loop over particles: everything it uses is read here, since a local set before that
-        # loop and read in it gets silently wrong gradients from Taichi 1.7's reverse mode (measured: the spring
-        # terms flip sign).
-        X, P = ti.static(self.X, self.P)
-        m = theta[b, P.m]
-        p = ti.Vector([x[b, t, X.pos + 2 * i], x[b, t, X.pos + 2 * i + 1]])
-        v = ti.Vector([x[b, t, X.vel + 2 * i], x[b, t, X.vel + 2 * i + 1]])
-        f = ti.Vector([0.0, -m * theta[b, P.g]])
-        # no branches either (reverse mode crashes on them here): padding entries are weighed out by 0
+    def weight(self, theta: ti.template(), b):
+        return ti.Vector([0.0, -self.param(theta, "m", b, 0) * self.param(theta, "g", b, 0)])
+
+    @ti.func
+    def move(self, x: ti.template(), theta: ti.template(), dt, b, t, i, f):
+        """Particle i under the force f (weight and springs) and the ground: one semi-implicit Euler step."""
+        p, v = self.state(x, "pos", b, t, i), self.state(x, "vel", b, t, i)
+        fn = penalty_normal_compression(-p[1], v[1], self.param(theta, "kc", b, 0), self.param(theta, "kd", b, 0))
+        ft = friction_coulomb_tanh(v[0], fn, self.param(theta, "mu", b, 0), self.param(theta, "eps", b, 0))
+        f += ti.Vector([ft, fn])
+        p_next, v_next = semi_implicit_euler(p, v, f / self.param(theta, "m", b, 0), dt)
+        self.advance(x, "pos", b, t, i, p_next)
+        self.advance(x, "vel", b, t, i, v_next)
+
+    # The phased step. No branches in either loop (reverse mode crashed on them here): padding entries of the
+    # incidence table are weighed out by a sign of 0.
+    @ti.func
+    def springs(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, s):
+        i, j = self.end[s, 0], self.end[s, 1]
+        self.accumulate(w, "spring_force", b, t, s, self.spring_force(x, theta, u, b, t, s, i, j))
+
+    @ti.func
+    def particles(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, i):
+        f = self.weight(theta, b)
         for q in ti.static(range(self.degree)):
-            f += self.present[i, q] * self.spring_force(x, theta, u, b, t, i, self.spring_of[i, q],
+            f += self.sign[i, q] * self.scratch(w, "spring_force", b, t, self.spring_of[i, q])
+        self.move(x, theta, dt, b, t, i, f)
+
+    # The item-wise step. It runs inside a dynamic loop over particles, so everything it uses is read here: a
+    # local set before that loop and read in it gets silently wrong gradients from Taichi 1.7's reverse mode
+    # (measured: the spring terms flip sign).
+    @ti.func
+    def step_item(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t, i):
+        f = self.weight(theta, b)
+        for q in ti.static(range(self.degree)):
+            f += self.present[i, q] * self.spring_force(x, theta, u, b, t, self.spring_of[i, q], i,
                                                         self.other_of[i, q])
-        fn = penalty_normal_compression(-p[1], v[1], theta[b, P.kc], theta[b, P.kd])
-        f += ti.Vector([friction_coulomb_tanh(v[0], fn, theta[b, P.mu], theta[b, P.eps]), fn])
-        p_next, v_next = semi_implicit_euler(p, v, f / m, dt)
-        x[b, t + 1, X.pos + 2 * i] += p_next[0]
-        x[b, t + 1, X.pos + 2 * i + 1] += p_next[1]
-        x[b, t + 1, X.vel + 2 * i] += v_next[0]
-        x[b, t + 1, X.vel + 2 * i + 1] += v_next[1]
+        self.move(x, theta, dt, b, t, i, f)
 
     def events(self, traj):
         """"ground contact": some particle is below the ground (y < 0)."""

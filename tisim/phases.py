@@ -1,0 +1,154 @@
+"""Phased steps: a step made of loops over different domains, with per-step scratch between them.
+
+A system may declare its step as PHASES, each a loop over its own domain, in order:
+
+    PHASES = (("springs", "n_springs"), ("particles", "n_particles"))
+    SCRATCH = (Scratch("spring_force", "N", "...", shape=("n_springs", 2)),)
+
+and implement each phase as ``name(self, x, theta, u, w, dt, b, t, i)``, a @ti.func for item i of its domain. w holds
+the scratch (read and written with System.scratch / System.accumulate); the last phase writes the next state (with
+System.advance), the earlier ones write scratch only. A phase reads what earlier phases of the step wrote, never
+what it writes itself.
+
+The schedules:
+- per step (every backward pass, and every pass on a GPU): one launch per step, each phase a top-level loop over
+  batch x domain. Taichi puts a barrier between top-level loops, and its reverse mode differentiates them
+  correctly; it does not differentiate two sibling loops inside one outer loop (taichi-facts.md: dL/dk = 0), so
+  the phases cannot share the fused time loop of a plain step when differentiated.
+- fused (the forward pass on a CPU, never differentiated): the phases as inner loops of the engine's one-kernel
+  rollout, where sibling loops are correct and a step costs no launch (tests/test_phases.py compares the two).
+
+Scratch is zeroed by the engine before each step. Kept scratch (keep=True) has a row per step, which the backward
+pass reads; recomputed scratch (keep=False) has one row, and the backward pass of step t first reruns the step's
+earlier phases on x[t] to refill it.
+
+Layout of w, shape (B, R + rows K): the recomputed scratch first (R entries), then one row of K kept entries per
+step of the arrays it serves (the full horizon, or one checkpointed segment).
+"""
+import taichi as ti
+
+from tisim import runtime
+from tisim.access import entry_shape
+from tisim.quantities import Layout, near_miss
+
+SCHEDULES = ("items", "phased")
+
+
+def schedule_option(cls, schedule):
+    """{"schedule": choice} for a system with both forms of its step (PHASES and ITEMS), else {}: the choice is
+    structure, compiled into its kernels. Default: items on a CPU (one kernel, no scratch), phased on a GPU."""
+    name = cls.__name__
+    if not (cls.PHASES and cls.ITEMS):
+        if schedule is not None:
+            raise ValueError(f"{name}: schedule applies to systems with both PHASES and ITEMS; {name} has one form "
+                             "of its step")
+        return {}
+    choice = schedule or ("items" if runtime.settings()["arch"] == "cpu" else "phased")
+    if choice not in SCHEDULES:
+        raise ValueError(f"{name}: schedule must be one of {list(SCHEDULES)}, got {schedule!r}."
+                         + near_miss(str(schedule), SCHEDULES))
+    return {"schedule": choice}
+
+
+class ScratchLayout:
+    """Offsets of the scratch in w, for given structural sizes."""
+
+    def __init__(self, scratch, sizes):
+        self.recomputed = Layout([q for q in scratch if not q.keep], sizes, "scratch")
+        self.kept = Layout([q for q in scratch if q.keep], sizes, "scratch")
+        self.names = [q.name for q in scratch]
+
+    def width(self, rows):
+        return self.recomputed.size + rows * self.kept.size
+
+    def _layout(self, name):
+        if name in self.kept.offsets:
+            return self.kept
+        if name in self.recomputed.offsets:
+            return self.recomputed
+        raise KeyError(f"no scratch named {name!r}; declared: {self.names}")
+
+    def entry(self, name):
+        """(offset at step 0, item width, vector width or 0) of scratch `name`, at compile time."""
+        layout = self._layout(name)
+        offset, width, vector = entry_shape(layout, name)
+        return offset + (self.recomputed.size if layout is self.kept else 0), width, vector
+
+    def step_width(self, name):
+        """How far step t + 1's entries lie from step t's: K for kept scratch, 0 for recomputed."""
+        return self.kept.size if self._layout(name) is self.kept else 0
+
+
+def phase_list(host):
+    """[(bound phase function, domain size)] of a kernel host, for ti.static loops."""
+    return [(getattr(host, name), host.sizes[domain]) for name, domain in host.PHASES]
+
+
+@ti.kernel
+def run_step(host: ti.template(), x: ti.types.ndarray(ndim=3), theta: ti.types.ndarray(ndim=2),
+             u: ti.types.ndarray(ndim=3), w: ti.types.ndarray(ndim=2), dt: float, t: ti.i32, serial: ti.template(),
+             refill: ti.template()):
+    # Step t, each phase a top-level loop; refill: only the phases before the last (they write scratch only), to
+    # recompute the step's scratch for its backward pass
+    for phase, size in ti.static(host.phases[:-1] if refill else host.phases):
+        ti.loop_config(serialize=serial)
+        for b, i in ti.ndrange(x.shape[0], size):
+            phase(x, theta, u, w, dt, b, t, i)
+
+
+@ti.kernel
+def clear(w: ti.types.ndarray(ndim=2), w_grad: ti.types.ndarray(ndim=2), recomputed: ti.i32, kept: ti.i32,
+          t0: ti.i32, t1: ti.i32, serial: ti.template()):
+    # zero the recomputed scratch and the kept rows of steps t0..t1-1, values and gradients
+    ti.loop_config(serialize=serial)
+    for b in range(w.shape[0]):
+        for k in range(recomputed):
+            w[b, k] = 0.0
+            w_grad[b, k] = 0.0
+        for k in range(recomputed + t0 * kept, recomputed + t1 * kept):
+            w[b, k] = 0.0
+            w_grad[b, k] = 0.0
+
+
+@ti.func
+def fused_step(host: ti.template(), x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(),
+               dt, b, t):
+    # The phases as inner loops of the engine's one-kernel forward pass (never differentiated: see above)
+    for k in range(ti.static(host.scratch_layout.recomputed.size)):
+        w[b, k] = 0.0
+    for phase, size in ti.static(host.phases):
+        for i in range(size):
+            phase(x, theta, u, w, dt, b, t, i)
+
+
+class Scratchpad:
+    """A simulator's scratch arrays, one per number of rows (the horizon; a checkpointed segment's length)."""
+
+    def __init__(self, sim):
+        self.sim = sim
+        self.arrays = {}
+
+    def __call__(self, rows):
+        if rows not in self.arrays:
+            self.arrays[rows] = ti.ndarray(runtime.real(), (self.sim.B, max(self.sim.scratch_layout.width(rows), 1)),
+                                           needs_grad=True)
+        return self.arrays[rows]
+
+    def steps(self, x, u, t0, t1, serial, grad=False):
+        """Steps t0..t1-1 of the states x (B, n+1, S), one launch per step, or their reverse-mode gradient."""
+        sim, layout = self.sim, self.sim.scratch_layout
+        w = self(x.shape[1] - 1)
+        launch, host = sim._launch, sim._host
+        recomputed, kept = layout.recomputed.size, layout.kept.size
+        if not grad:
+            launch(clear, w, w.grad, recomputed, kept, t0, t1, serial)
+            for t in range(t0, t1):
+                if recomputed and t > t0:
+                    launch(clear, w, w.grad, recomputed, kept, t, t, serial)
+                launch(run_step, host, x, sim.theta, u, w, sim.dt, t, serial, False)
+            return
+        for t in range(t1 - 1, t0 - 1, -1):
+            if recomputed:
+                launch(clear, w, w.grad, recomputed, kept, t, t + 1, serial)
+                launch(run_step, host, x, sim.theta, u, w, sim.dt, t, serial, True)
+            launch(run_step, host, x, sim.theta, u, w, sim.dt, t, serial, False, grad=True)
