@@ -25,7 +25,8 @@ demo: $(STAMP)
 # the engine, gradient and mechanism tests once more on two threads: the parallel kernels users get by default (the
 # tests of optimization outcomes, marked perturbed, ran three times already)
 GRADIENT_TESTS := $(addprefix tests/test_,$(addsuffix .py,engine mechanisms checkpointing losses launch \
-	systems_linear pendulum cartpole bouncing_ball sliding_block mass_spring rigid2d stiff_chain nn diagnostics))
+	systems_linear pendulum cartpole bouncing_ball sliding_block mass_spring rigid2d stiff_chain nn diagnostics \
+	adding_a_system))
 
 test: $(STAMP)
 	$(PY) -m pytest -q
