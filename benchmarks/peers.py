@@ -285,7 +285,7 @@ def timing_rows(case, rows, repeats):
         table.append([row.label, row.device, f"{row.first['forward']:.2f} / {row.first['gradient']:.2f}", ms(fwd),
                       ms(full), f"{(full - fwd) / fwd:.2f}", f"{cores:.2f}", n + (" (capped)" if capped else ""),
                       f"{fwd / ours['forward']:.2f}", f"{full / ours['gradient']:.2f}"])
-    peers = [row for row in rows[1:] if row.impl is not None]
+    peers = [row for row in rows[1:] if row.impl is not None and not row.label.startswith("tisim")]
     if peers:
         best = {kind: min(peers, key=lambda row: median(row, kind)) for kind in KINDS}
         ratios = {kind: ours[kind] / median(best[kind], kind) for kind in KINDS}

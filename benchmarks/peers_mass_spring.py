@@ -29,12 +29,18 @@ def actions(n_springs, horizon, shift=0.0, dtype=np.float32):
 
 
 class Tisim:
-    """tisim's MassSpring (the time loop in one kernel, springs gathered per particle) with TerminalSum."""
+    """tisim's MassSpring with TerminalSum, on its default schedule (on a CPU "items": the time loop in one kernel,
+    springs gathered per particle; on a GPU "phased": each spring once, a launch per step)."""
+
+    other = False
 
     def __init__(self, body, horizon, dtype, device=None):  # the arch and float type are tisim.init's
         import tisim
         from tisim.systems.mass_spring import MassSpring, mean_x_weights
         self.sim = MassSpring(horizon=horizon, robot=body)
+        if self.other:
+            schedule = {"items": "phased", "phased": "items"}[self.sim.options["schedule"]]
+            self.sim = MassSpring(horizon=horizon, robot=body, schedule=schedule)
         self.loss = tisim.losses.TerminalSum(mean_x_weights(self.sim))
 
     def forward(self, u):
@@ -45,6 +51,12 @@ class Tisim:
         self.sim.set_actions(u)
         g = self.sim.gradient(self.loss)
         return g.value, g.actions[0]
+
+
+class TisimOtherSchedule(Tisim):
+    """The same MassSpring on the schedule its arch does not pick by default."""
+
+    other = True
 
 
 def taichi_handwritten(body, horizon, dtype, device=None):
@@ -242,6 +254,7 @@ def torch_eager(body, horizon, dtype, device="cpu"):
 
 IMPLEMENTATIONS = {  # row label: (factory, package the row needs)
     "tisim": (Tisim, "taichi"),
+    "tisim, the other schedule (CPU: phased; GPU: items)": (TisimOtherSchedule, "taichi"),
     "hand-written Taichi (launch per phase per step, Tape)": (taichi_handwritten, "taichi"),
     "JAX (jit, lax.scan)": (jax_scan, "jax"),
     "Warp (launch per step, Tape)": (warp_tape, "warp"),
