@@ -69,10 +69,10 @@ class ScratchLayout:
         raise KeyError(f"no scratch named {name!r}; declared: {self.names}")
 
     def entry(self, name):
-        """(offset at step 0, item width, vector width or 0) of scratch `name`, at compile time."""
+        """(offset at step 0, item width, item shape) of scratch `name`, at compile time."""
         layout = self._layout(name)
-        offset, width, vector = entry_shape(layout, name)
-        return offset + (self.recomputed.size if layout is self.kept else 0), width, vector
+        offset, width, shape = entry_shape(layout, name)
+        return offset + (self.recomputed.size if layout is self.kept else 0), width, shape
 
     def step_width(self, name):
         """How far step t + 1's entries lie from step t's: K for kept scratch, 0 for recomputed."""

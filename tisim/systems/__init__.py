@@ -3,6 +3,7 @@ from tisim.systems.bouncing_ball import BouncingBall
 from tisim.systems.cartpole import Cartpole
 from tisim.systems.linear import Linear, ScalarLinear
 from tisim.systems.mass_spring import MassSpring
+from tisim.systems.mpm import MPM
 from tisim.systems.pendulum import DoublePendulum, Pendulum
 from tisim.systems.residual_pendulum import ResidualPendulum
 from tisim.systems.rigid2d import Rigid2D
@@ -15,6 +16,7 @@ __all__ = [
     "DoublePendulum",
     "Linear",
     "MassSpring",
+    "MPM",
     "Pendulum",
     "ResidualPendulum",
     "Rigid2D",

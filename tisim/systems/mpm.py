@@ -1,0 +1,254 @@
+"""A continuum by the material point method, in 2D or 3D from one code: MLS-MPM with APIC transfers.
+
+Particles carry position x_p, velocity v_p, deformation gradient F_p and the APIC affine velocity C_p; a regular grid
+of n_grid^d cells over the unit square (cube), spacing h = 1 / n_grid, carries mass and momentum within a step.
+Each step is four phases (tisim/phases.py), with quadratic B-spline weights w_ip over the 3^d cells around x_p:
+
+    stress (points)      F' = (I + dt C_p) F_p;  A_p = m_p C_p - 4 dt V_p tau_p(F') / h^2 (tau: Kirchhoff stress)
+    scatter (pairs)      m_i += w_ip m_p;  (m v)_i += w_ip (m_p v_p + A_p (x_i - x_p))
+    grid (cells)         v_i = (m v)_i / m_i + dt g, then the walls: inside the boundary band (3 cells) a wall
+                         stops the velocity into it; the floor also stops the tangential velocity when "sticky"
+    gather (pairs)       v_p' = sum_i w_ip v_i;  C_p' = 4 / h^2 sum_i w_ip v_i (x_i - x_p)^T;  x_p' = x_p + dt v_p';
+                         F_p' = F'
+A pair is one point and one cell of its stencil: every phase is a single loop, without a loop over the stencil
+inside it.
+
+Material: compressible neo-Hookean, tau = mu (F F^T - I) + lambda ln(J) I with J = det F, mu = E / (2 (1 + nu)),
+lambda = E nu / ((1 + nu)(1 - 2 nu)) per particle group. Actuated particles add an active stress along their fibre
+(the vertical axis, as DiffTaichi's soft robots): tau += a s F e_y e_y^T F^T, for the action a of their actuator and
+the parameter s = "actuation". The grid is scratch recomputed in the backward pass (keep=False): memory per step is
+the particles' state only.
+
+Conservation, by construction of the transfers: without gravity and walls the total momentum sum_p m_p v_p is
+conserved to rounding (tests/test_mpm.py checks it). Explicit MPM is stable for dt below about h / c with c the
+speed of sound sqrt(E / rho); beyond it the rollout blows up, which the engine reports as a NonFiniteError naming
+the step.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+import taichi as ti
+
+from tisim import runtime
+from tisim.engine import System
+from tisim.quantities import Quantity, Scratch
+
+BAND = 3  # boundary cells on each side of the grid, where the walls act
+
+
+@dataclass
+class Body:
+    """Material points: positions (N, d) in the unit square or cube, each point's volume, group and actuator."""
+
+    particles: np.ndarray
+    volume: float
+    groups: np.ndarray = None  # (N,) int: the material group of each point (default 0)
+    actuators: np.ndarray = None  # (N,) int: the actuator driving each point, -1 for passive ones (default all -1)
+
+    def __post_init__(self):
+        self.particles = np.asarray(self.particles, dtype=np.float64)
+        n = len(self.particles)
+        self.groups = np.zeros(n, np.int32) if self.groups is None else np.asarray(self.groups, np.int32)
+        self.actuators = np.full(n, -1, np.int32) if self.actuators is None else np.asarray(self.actuators, np.int32)
+        if self.particles.ndim != 2 or self.particles.shape[1] not in (2, 3) or n < 1:
+            raise ValueError(f"Body: particles must have shape (N, 2) or (N, 3), got {self.particles.shape}")
+        if not np.all(np.isfinite(self.particles)):
+            raise ValueError("Body: particles must be finite")
+        if not (np.isfinite(self.volume) and self.volume > 0):
+            raise ValueError(f"Body: volume must be a finite number > 0, got {self.volume!r}")
+        for name in ("groups", "actuators"):
+            if getattr(self, name).shape != (n,):
+                raise ValueError(f"Body: {name} must have shape ({n},), got {getattr(self, name).shape}")
+        if self.groups.min() < 0:
+            raise ValueError("Body: groups must be >= 0")
+        if self.actuators.min() < -1:
+            raise ValueError("Body: actuators must be >= -1 (-1: passive)")
+
+    @property
+    def dim(self):
+        return self.particles.shape[1]
+
+    @classmethod
+    def box(cls, lower, upper, spacing, group=0, actuator=-1):
+        """Points on a regular lattice of the given spacing filling the box [lower, upper)."""
+        lower, upper = np.asarray(lower, float), np.asarray(upper, float)
+        if lower.shape != upper.shape or lower.shape not in ((2,), (3,)) or np.any(upper <= lower):
+            raise ValueError(f"Body.box: lower and upper must be 2 or 3 coordinates with lower < upper, got "
+                             f"{lower.tolist()} and {upper.tolist()}")
+        if not spacing > 0:
+            raise ValueError(f"Body.box: spacing must be > 0, got {spacing!r}")
+        axes = [np.arange(lo + spacing / 2, hi, spacing) for lo, hi in zip(lower, upper)]
+        points = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, len(lower))
+        n = len(points)
+        return cls(points, spacing ** len(lower), np.full(n, group), np.full(n, actuator))
+
+    def __add__(self, other):
+        if other.dim != self.dim or not np.isclose(other.volume, self.volume):
+            raise ValueError("Body: only bodies of the same dimension and point volume can be joined")
+        return Body(np.concatenate([self.particles, other.particles]), self.volume,
+                    np.concatenate([self.groups, other.groups]), np.concatenate([self.actuators, other.actuators]))
+
+    def key(self):
+        """What the kernels are compiled for: each point's group and actuator."""
+        return (self.groups.tobytes(), self.actuators.tobytes())
+
+
+class MPM(System):
+    """A soft body of material points on an n_grid^dim grid over the unit square or cube (default: a 2D jelly block)."""
+
+    PARAMS = (
+        Quantity("E", 3000.0, "Pa", "Young's modulus of each material group", shape=("n_groups",), bounds="(0, inf)"),
+        Quantity("nu", 0.2, "-", "Poisson's ratio of each material group", shape=("n_groups",), bounds="[0, 0.5)"),
+        Quantity("rho", 1000.0, "kg/m^3", "density of each material group (2D: kg/m^2)", shape=("n_groups",),
+                 bounds="(0, inf)"),
+        Quantity("g", 9.8, "m/s^2", "gravitational acceleration", bounds="[0, inf)"),
+        Quantity("actuation", 1000.0, "Pa", "active fibre stress per unit activation", bounds="[0, inf)"),
+    )
+    STATE = (
+        Quantity("pos", 0.0, "m", "material point positions", shape=("n_particles", "dim")),
+        Quantity("vel", 0.0, "m/s", "material point velocities", shape=("n_particles", "dim")),
+        Quantity("F", 0.0, "-", "deformation gradient of each material point", shape=("n_particles", "dim", "dim")),
+        Quantity("C", 0.0, "1/s", "APIC affine velocity (velocity gradient) of each material point",
+                 shape=("n_particles", "dim", "dim")),
+    )
+    ACTION = (Quantity("activation", 0.0, "-", "activation of each actuator's fibres", shape=("n_actuators",)),)
+    SCRATCH = (
+        Scratch("affine", "kg/s", "affine momentum of each point: m C minus its stress term", shape=("n_particles",
+                "dim", "dim"), keep=False),
+        Scratch("grid_mass", "kg", "mass of each grid cell", shape=("n_cells",), keep=False),
+        Scratch("grid_momentum", "kg m/s", "momentum of each grid cell", shape=("n_cells", "dim"), keep=False),
+        Scratch("grid_velocity", "m/s", "velocity of each grid cell after forces and walls", shape=("n_cells", "dim"),
+                keep=False),
+    )
+    PHASES = (("stress", "n_particles"), ("scatter", "n_pairs"), ("grid", "n_cells"), ("gather", "n_pairs"))
+    STRUCTURE = ("dim", "n_grid", "n_cells", "n_particles", "n_pairs", "n_groups", "n_actuators")
+    OPTIONS = {"floor": ("sticky", "slip")}
+    DT = 2e-4
+
+    def __init__(self, horizon, batch=1, dt=None, body=None, n_grid=32, **values):
+        if body is None:
+            body = Body.box([0.4, BAND / n_grid], [0.6, BAND / n_grid + 0.2], 0.5 / n_grid)
+        if not isinstance(body, Body):
+            raise TypeError(f"MPM: body must be a tisim.systems.mpm.Body, got {type(body).__name__}")
+        if isinstance(n_grid, bool) or not isinstance(n_grid, (int, np.integer)) or n_grid < 2 * BAND + 2:
+            raise ValueError(f"MPM: n_grid must be an integer >= {2 * BAND + 2}, got {n_grid!r}")
+        inner = (BAND - 0.5) / n_grid
+        if np.any(body.particles < inner - 1e-12) or np.any(body.particles > 1 - inner + 1e-12):
+            raise ValueError(f"MPM: body particles must lie in [{inner:g}, {1 - inner:g}] on every axis (inside the "
+                             f"walls of a {n_grid}-cell grid)")
+        self.body = body
+        n = len(body.particles)
+        sizes = dict(dim=body.dim, n_grid=int(n_grid), n_cells=int(n_grid) ** body.dim, n_particles=n,
+                     n_pairs=n * 3 ** body.dim, n_groups=int(body.groups.max()) + 1,
+                     n_actuators=max(int(body.actuators.max()) + 1, 1))
+        super().__init__(horizon, batch, dt, **sizes, **values)
+        start = {}
+        if "pos" not in values:
+            start["pos"] = body.particles
+        if "F" not in values:
+            start["F"] = np.broadcast_to(np.eye(body.dim), (len(body.particles), body.dim, body.dim))
+        self.set_initial_state(**start)
+
+    def _topology_key(self):
+        return self.body.key() + (self.body.volume,)
+
+    def _bare_host(self):
+        host = super()._bare_host()
+        host.volume = float(self.body.volume)
+        builder = ti.FieldsBuilder()
+        host.group_of, host.actuator_of, host.actuated = ti.field(ti.i32), ti.field(ti.i32), ti.field(runtime.real())
+        builder.dense(ti.i, len(self.body.particles)).place(host.group_of, host.actuator_of, host.actuated)
+        host.topology_tree = builder.finalize()
+        host.group_of.from_numpy(self.body.groups)
+        host.actuator_of.from_numpy(np.maximum(self.body.actuators, 0))  # passive points weigh actuator 0 by 0
+        host.actuated.from_numpy((self.body.actuators >= 0).astype(runtime.numpy_real()))
+        return host
+
+    # ---- pieces shared by the phases ----------------------------------------------------------------------------
+    # A stencil item i is one (point, cell) pair: point i // 3^d and the cell whose digits in base 3 are i % 3^d,
+    # relative to the lower corner of the point's stencil. Looping over pairs, not over points with an unrolled
+    # loop over their 3^d cells inside, keeps every phase a single loop: a 3D kernel unrolled over 27 cells took
+    # 5 minutes to compile in reverse mode.
+    @ti.func
+    def pair(self, x: ti.template(), b, t, i):
+        """(point p, its stencil's cell index, B-spline weight, x_cell - x_p, first): first = 1 for the pair whose
+        cell is the stencil's lower corner (one pair per point, where per-point terms are added once)."""
+        p, o = i // 3 ** self.dim, i % 3 ** self.dim
+        q = self.state(x, "pos", b, t, p) * self.n_grid
+        base = ti.cast(q - 0.5, ti.i32)
+        fx = q - ti.cast(base, float)
+        digit = ti.Vector([(o // 3 ** k) % 3 for k in ti.static(range(self.dim))])
+        weight, cell = 1.0, 0
+        for k in ti.static(range(self.dim)):
+            f = fx[k]
+            weight *= ti.select(digit[k] == 0, 0.5 * (1.5 - f) ** 2,
+                                ti.select(digit[k] == 1, 0.75 - (f - 1.0) ** 2, 0.5 * (f - 0.5) ** 2))
+            cell += ti.min(ti.max(base[k] + digit[k], 0), self.n_grid - 1) * self.n_grid ** k
+        d = (ti.cast(digit, float) - fx) / self.n_grid
+        return p, cell, weight, d, ti.select(o == 0, 1.0, 0.0)
+
+    @ti.func
+    def into_wall(self, c, vk, k: ti.template()):
+        """1 where cell c lies in the boundary band of axis k and the velocity component vk points into the wall."""
+        index = (c // self.n_grid ** k) % self.n_grid
+        low = ti.select(index < BAND, 1.0, 0.0) * ti.select(vk < 0.0, 1.0, 0.0)
+        high = ti.select(index >= self.n_grid - BAND, 1.0, 0.0) * ti.select(vk > 0.0, 1.0, 0.0)
+        return ti.max(low, high)
+
+    @ti.func
+    def deformed(self, x: ti.template(), dt, b, t, p):
+        """F' = (I + dt C_p) F_p."""
+        identity = ti.Matrix.identity(float, self.dim)
+        return (identity + dt * self.state(x, "C", b, t, p)) @ self.state(x, "F", b, t, p)
+
+    @ti.func
+    def mass(self, theta: ti.template(), b, p):
+        return self.param(theta, "rho", b, self.group_of[p]) * self.volume
+
+    # ---- the four phases ------------------------------------------------------------------------------------------
+    @ti.func
+    def stress(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, p):
+        """Point p's affine momentum m_p C_p - 4 dt V_p tau_p / h^2, with tau_p the Kirchhoff stress at F'."""
+        g = self.group_of[p]
+        E, nu = self.param(theta, "E", b, g), self.param(theta, "nu", b, g)
+        F = self.deformed(x, dt, b, t, p)
+        mu, la = E / (2.0 * (1.0 + nu)), E * nu / ((1.0 + nu) * (1.0 - 2.0 * nu))
+        identity = ti.Matrix.identity(float, self.dim)
+        fibre = F @ ti.Vector.unit(self.dim, 1, float)
+        active = self.actuated[p] * self.action(u, "activation", b, t, self.actuator_of[p])
+        tau = mu * (F @ F.transpose() - identity) + la * ti.log(F.determinant()) * identity \
+            + active * self.param(theta, "actuation", b, 0) * fibre.outer_product(fibre)
+        affine = self.mass(theta, b, p) * self.state(x, "C", b, t, p) \
+            - (4.0 * dt * self.volume * self.n_grid ** 2) * tau
+        self.accumulate(w, "affine", b, t, p, affine)
+
+    @ti.func
+    def scatter(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, i):
+        p, cell, weight, d, _ = self.pair(x, b, t, i)
+        m = self.mass(theta, b, p)
+        self.accumulate(w, "grid_mass", b, t, cell, weight * m)
+        momentum = m * self.state(x, "vel", b, t, p) + self.scratch(w, "affine", b, t, p) @ d
+        self.accumulate(w, "grid_momentum", b, t, cell, weight * momentum)
+
+    @ti.func
+    def grid(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, c):
+        m = self.scratch(w, "grid_mass", b, t, c)
+        # an empty cell has no velocity; the guard keeps its derivative finite (0 / 0 would poison the adjoint)
+        free = self.scratch(w, "grid_momentum", b, t, c) / ti.max(m, 1e-30) * ti.select(m > 0.0, 1.0, 0.0) \
+            - dt * self.param(theta, "g", b, 0) * ti.Vector.unit(self.dim, 1, float)
+        # each wall stops the velocity into it; written as new locals, not stores into one (reverse mode warned of
+        # loads before stores in that form)
+        v = ti.Vector([free[k] * (1.0 - self.into_wall(c, free[k], k)) for k in ti.static(range(self.dim))])
+        if ti.static(self.floor == "sticky"):  # pressing into the floor: no slip either
+            v = v * (1.0 - ti.select((c // self.n_grid) % self.n_grid < BAND, 1.0, 0.0)
+                     * ti.select(free[1] < 0.0, 1.0, 0.0))
+        self.accumulate(w, "grid_velocity", b, t, c, v)
+
+    @ti.func
+    def gather(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, i):
+        p, cell, weight, d, first = self.pair(x, b, t, i)
+        v = weight * self.scratch(w, "grid_velocity", b, t, cell)
+        self.advance(x, "vel", b, t, p, v)
+        self.advance(x, "C", b, t, p, (4.0 * self.n_grid ** 2) * v.outer_product(d))
+        self.advance(x, "pos", b, t, p, first * self.state(x, "pos", b, t, p) + dt * v)
+        self.advance(x, "F", b, t, p, first * self.deformed(x, dt, b, t, p))
