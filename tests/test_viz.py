@@ -16,6 +16,7 @@ ROLLOUTS = {  # a short real rollout of every drawn system, from a start that mo
     "SlidingBlock": dict(v=1.0),
     "Rigid2D": dict(vx=[1.0], py=[0.5]),
     "MassSpring": dict(robot="worm"),
+    "MPM": dict(),
 }
 
 

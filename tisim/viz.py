@@ -256,6 +256,13 @@ def draw_mass_spring(canvas, state, params):
         canvas.circle(p, 2.0 / canvas.scale, BOB)
 
 
+def draw_mpm(canvas, state, params):
+    """A 2D material-point body: the floor at the top of the grid's boundary band, the points as dots."""
+    canvas.ground(3.0 / params.get("n_grid", 32))
+    for p in np.asarray(state["pos"]):
+        canvas.circle(p[:2], 1.5 / canvas.scale, BOB)
+
+
 DRAW = {
     "Cartpole": draw_cartpole,
     "Pendulum": draw_pendulum,
@@ -264,6 +271,7 @@ DRAW = {
     "SlidingBlock": draw_sliding_block,
     "Rigid2D": draw_rigid2d,
     "MassSpring": draw_mass_spring,
+    "MPM": draw_mpm,
 }
 
 
@@ -329,6 +337,7 @@ VIEWS = {
     "SlidingBlock": view_sliding_block,
     "Rigid2D": view_rigid2d,
     "MassSpring": view_mass_spring,
+    "MPM": lambda traj, params: (0.0, 1.0, 0.0, 1.0),  # the grid's unit square
 }
 
 
