@@ -1,11 +1,13 @@
 # Memory and time of the gradient, unrolled against checkpointed (and forward mode for the pendulum), as the horizon
 # grows: a pendulum at T = 1e3, 1e4, 1e5 steps, the 256-particle reference mass-spring body at T = 1e3, 1e4 (906
 # actuated springs: its actions, O(T) in any method, weigh as much as its states) and the 33-particle worm robot
-# (5 actuators) at T = 1e3, 1e4, 1e5, all f64. Each case runs in its own process, so that the resident memory it adds
+# (5 actuators) at T = 1e3, 1e4, 1e5, and MPM's default 2D jelly (169 points on a 32 x 32 grid, the grid recomputed
+# in the backward pass) at T = 1e3, 1e4, all f64. Each case runs in its own process, so that the resident memory it adds
 # (its arrays, kept on the simulator after the pass) is its own; time is the median of a few gradient calls after a
 # first, compiling one, at the small size and at the measured one.
 #
-# Command: python benchmarks/checkpointing.py [--repeats 3] [--out out]   -> out/checkpointing.md and .png
+# Command: python benchmarks/checkpointing.py [--repeats 3] [--systems pendulum,mass_spring,worm,mpm] [--out out]
+#          -> out/checkpointing.md and .png
 import argparse
 import json
 import pathlib
@@ -28,6 +30,9 @@ system, horizon, method, repeats = sys.argv[1], int(sys.argv[2]), sys.argv[3], i
 tisim.init()
 
 def make(T):
+    if system == "mpm":
+        sim = tisim.systems.MPM(horizon=T)
+        return sim, tisim.losses.TerminalTarget({"pos": sim.initial_state["pos"][0] + 0.01})
     if system == "pendulum":
         sim = tisim.systems.Pendulum(horizon=T, theta=1.0)
         return sim, tisim.losses.TerminalTarget({"theta": 0.0})
@@ -58,14 +63,17 @@ def run(system, horizon, method, repeats):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+# forward mode cannot compile MassSpring's step (a Taichi 1.7 limit) and does not run phased steps (MPM)
 METHODS = {"pendulum": ("unrolled", "checkpointed", "forward"), "mass_spring": ("unrolled", "checkpointed"),
-           "worm": ("unrolled", "checkpointed")}  # forward mode cannot compile MassSpring's step (a Taichi 1.7 limit)
+           "worm": ("unrolled", "checkpointed"), "mpm": ("unrolled", "checkpointed")}
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description="Memory and time of unrolled, checkpointed and forward gradients.")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default="out")
+    parser.add_argument("--systems", default="pendulum,mass_spring,worm,mpm",
+                        help="comma-separated subset of pendulum, mass_spring, worm, mpm")
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error(f"--repeats must be >= 1, got {args.repeats}")
@@ -73,9 +81,16 @@ def main(argv=None):
              "|---|---|---|---|---|---|---|"]
     cases = (("pendulum", "pendulum", (1_000, 10_000, 100_000)),
              ("mass_spring", "mass-spring 256", (1_000, 10_000)),
-             ("worm", "mass-spring worm", (1_000, 10_000, 100_000)))
+             ("worm", "mass-spring worm", (1_000, 10_000, 100_000)),
+             ("mpm", "MPM jelly 169 points", (1_000, 10_000)))
     results = {}
+    chosen = args.systems.split(",")
+    unknown = sorted(set(chosen) - set(METHODS))
+    if unknown:
+        parser.error(f"--systems: unknown {unknown}; choose from {sorted(METHODS)}")
     for name, system, horizons in cases:
+        if name not in chosen:
+            continue
         for T in horizons:
             full = None
             for method in METHODS[name]:

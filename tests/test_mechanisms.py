@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import tisim
+from tisim.protocol import Protocol
 from tisim.robots import grid
 from tisim.systems import Cartpole, Linear, MassSpring, Pendulum, ScalarLinear
 
@@ -113,7 +114,7 @@ def test_forward_mode_keeps_nothing_per_step_on_a_long_horizon():
     loss = tisim.losses.TerminalTarget({"theta": 0.2})
     forward = sim.gradient(loss, method="forward")
     assert sim.x is None
-    assert sim._forward_mode.length <= 1024  # the one segment buffer, whatever T is
+    assert Protocol.of(sim).held("forward mode").length <= 1024  # the one segment buffer, whatever T is
     checkpointed = sim.gradient(loss, method="checkpointed")
     np.testing.assert_allclose(flat(forward.params), flat(checkpointed.params), rtol=1e-9)
     np.testing.assert_allclose(flat(forward.initial_state), flat(checkpointed.initial_state), rtol=1e-9)

@@ -122,3 +122,26 @@ def test_imports_point_one_way():
 
     cycles = [c for c in map(cycle_from, sorted(graph)) if c]
     assert not cycles, f"import circles: {[' -> '.join(c) for c in cycles]}"
+
+
+def private_reaches(source):
+    """Lines where code reads a private attribute of a simulator (sim._x, self.sim._x, self._sim._x, sim.__dict__)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and \
+                not (node.attr.startswith("__") and node.attr != "__dict__"):
+            owner = node.value
+            name = owner.id if isinstance(owner, ast.Name) else owner.attr if isinstance(owner, ast.Attribute) else ""
+            if name in ("sim", "_sim"):
+                found.append((node.lineno, f"line {node.lineno}: {ast.unparse(node)}"))
+    return [text for _, text in sorted(found)]
+
+
+def test_only_the_engine_and_the_protocol_reach_into_a_simulator():
+    """The mechanisms and loops use a simulator through tisim/protocol.py; only the engine and that module read a
+    simulator's private attributes, so the engine can change behind one class."""
+    reaches = {path.name: private_reaches(path.read_text()) for path in (ROOT / "tisim").rglob("*.py")
+               if path.name not in ("engine.py", "protocol.py")}
+    assert not {k: v for k, v in reaches.items() if v}
+    assert private_reaches("sim._launch(k)\nself.sim._host\nself._sim._u\nsim.__dict__\nsim.params\n") == [
+        "line 1: sim._launch", "line 2: self.sim._host", "line 3: self._sim._u", "line 4: sim.__dict__"]

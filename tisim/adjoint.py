@@ -25,6 +25,7 @@ from tisim import runtime
 from tisim.checkpointing import _carry_back, _run_segment, forward_sweep
 from tisim.derivatives import Gradient, NonFiniteError
 from tisim.engine import mechanism
+from tisim.protocol import Protocol
 from tisim.trajectory import copy2, download, is_small
 
 RK4_WEIGHTS = (1 / 6, 1 / 3, 1 / 3, 1 / 6)
@@ -56,11 +57,12 @@ class _VectorField:
         self.serial = is_small(B * S * 100, B)
 
     def vjp(self, point, t, lam, weight):
-        sim, launch = self.sim, self.sim._launch
+        sim, p = self.sim, Protocol.of(self.sim)
+        launch = p.launch
         self.point[:] = point
         self.lam[:] = lam
         launch(_prepare_stage, self.point, self.x, self.x.grad, self.lam, weight, self.f.grad, self.serial)
-        launch(sim._host._rates, self.x, sim.theta, sim.u, t, self.f, self.serial, grad=True)
+        launch(p.kernels._rates, self.x, sim.theta, sim.u, t, self.f, self.serial, grad=True)
         launch(copy2, self.x.grad, self.out, self.serial)
         return self.out.astype(np.float64) / weight
 
@@ -76,7 +78,8 @@ def adjoint_gradient(sim, loss, segments=None):
     """``sim.gradient(loss, method="adjoint", segments=...)``; see the module docstring."""
     _check_ode(sim)
     b, windows, per_batch = forward_sweep(sim, loss, segments)
-    field = sim.__dict__.get("_vector_field") or sim.__dict__.setdefault("_vector_field", _VectorField(sim))
+    p = Protocol.of(sim)
+    field = p.buffers("vector field", lambda: _VectorField(sim))
     dt = sim.dt
     sim.loss.grad.fill(1)
     sim.theta.grad.fill(0)
@@ -95,7 +98,7 @@ def adjoint_gradient(sim, loss, segments=None):
             lam = lam + jumps[:, s]
             _check_finite(sim, lam, t0 + s)
     return Gradient.computed(sim, per_batch, dict(
-        actions=sim._fetch_gradient("actions"), params=sim._fetch_gradient("params"),
+        actions=p.fetch("actions"), params=p.fetch("params"),
         initial_state=sim.state_layout.unpack(lam)), "the continuous adjoint",
         "method='adjoint' does not keep the adjoint of every step; use method='unrolled'")
 

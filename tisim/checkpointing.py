@@ -19,6 +19,7 @@ import taichi as ti
 from tisim import runtime
 from tisim.derivatives import Gradient, NonFiniteError, nonfinite_rollout
 from tisim.engine import mechanism
+from tisim.protocol import Protocol
 from tisim.trajectory import download, finish, is_small
 
 MIN_SEGMENT_WORK = 2_000  # state entries x steps a default segment holds at least
@@ -115,7 +116,7 @@ def segment_length(T, segments, state_entries=1):
 
 def segment_windows(sim, loss, buffers):
     """The loss restricted to each segment of `buffers` (kept on the bound loss, per segment length)."""
-    bound = sim._bind(loss)
+    bound = Protocol.of(sim).bound(loss)
     if buffers.length not in bound.windows:
         bound.windows[buffers.length] = [bound.window(*buffers.span(k, sim.T), k == buffers.count - 1)
                                          for k in range(buffers.count)]
@@ -127,16 +128,17 @@ def forward_sweep(sim, loss, segments):
 
     Returns (buffers, the loss restricted to each segment, the loss of each batch element (B,))."""
     length = segment_length(sim.T, segments, sim.B * sim.state_layout.size)
-    buffers = sim._segments.get(length) or sim._segments.setdefault(length, Segments(sim, length))
+    p = Protocol.of(sim)
+    buffers = p.buffers(("segments", length), lambda: Segments(sim, length))
     windows = segment_windows(sim, loss, buffers)
-    sim._begin_pass()
+    p.begin_pass()
     b = buffers
     sim.loss.fill(0)
-    sim._launch(_keep_initial, sim.x0, b.checkpoints, b.serial)
+    p.launch(_keep_initial, sim.x0, b.checkpoints, b.serial)
     for k in range(b.count):
         t0, n = b.span(k, sim.T)
         _run_segment(sim, b, windows[k], k, t0, n)
-        sim._launch(_keep_state, b.xs, n, b.checkpoints, k + 1, b.serial)
+        p.launch(_keep_state, b.xs, n, b.checkpoints, k + 1, b.serial)
         per_batch = _check_finite(sim, b, t0, n)
     if not np.all(np.isfinite(per_batch)):
         raise NonFiniteError(f"{type(sim).__name__}: the loss is non-finite: {per_batch}")
@@ -147,33 +149,36 @@ def forward_sweep(sim, loss, segments):
 def checkpointed_gradient(sim, loss, segments=None):
     """``sim.gradient(loss, method="checkpointed", segments=...)``; see the module docstring."""
     b, windows, per_batch = forward_sweep(sim, loss, segments)
+    p = Protocol.of(sim)
     sim.loss.grad.fill(1)
     sim.theta.grad.fill(0)
     b.lam.fill(0)
     for k in reversed(range(b.count)):  # backward sweep: recompute the segment, differentiate it
         t0, n = b.span(k, sim.T)
         _run_segment(sim, b, None, k, t0, n)
-        sim._launch(_seed_end, b.xs.grad, n, b.lam, b.serial)
-        windows[k].backward(b.xs, sim.theta, b.us, sim.loss, b.serial, sim._launch)
-        sim._steps(b.xs, b.us, 0, n, b.serial, grad=True)
-        sim._launch(_carry_back, b.xs.grad, b.lam, b.us.grad, t0, n, sim.u.grad, b.serial)
+        p.launch(_seed_end, b.xs.grad, n, b.lam, b.serial)
+        windows[k].backward(b.xs, sim.theta, b.us, sim.loss, b.serial, p.launch)
+        p.steps(b.xs, b.us, 0, n, b.serial, grad=True)
+        p.launch(_carry_back, b.xs.grad, b.lam, b.us.grad, t0, n, sim.u.grad, b.serial)
     return Gradient.computed(sim, per_batch, dict(
-        actions=sim._fetch_gradient("actions"), params=sim._fetch_gradient("params"),
+        actions=p.fetch("actions"), params=p.fetch("params"),
         initial_state=sim.state_layout.unpack(download(b.lam))), "the backward pass",
         "the per-step adjoint is not kept by method='checkpointed'; use method='unrolled'")
 
 
 def _run_segment(sim, b, window, k, t0, n):
-    sim._launch(_load_segment, b.checkpoints, k, b.xs, b.xs.grad, sim.u, t0, n, b.us, b.us.grad, b.serial)
-    sim._steps(b.xs, b.us, 0, n, b.serial)
+    p = Protocol.of(sim)
+    p.launch(_load_segment, b.checkpoints, k, b.xs, b.xs.grad, sim.u, t0, n, b.us, b.us.grad, b.serial)
+    p.steps(b.xs, b.us, 0, n, b.serial)
     if window is not None:
-        window.forward(b.xs, sim.theta, b.us, sim.loss, b.serial, sim._launch)
+        window.forward(b.xs, sim.theta, b.us, sim.loss, b.serial, p.launch)
 
 
 def _check_finite(sim, b, t0, n):
     """Raises NonFiniteError at the first bad step of segment [t0, t0 + n]; returns the loss summed so far (B,)."""
-    sim._launch(finish, b.xs, sim.loss, sim._status_host, b.serial)
-    status = sim._status_host.astype(np.float64)
+    p = Protocol.of(sim)
+    p.launch(finish, b.xs, sim.loss, p.status, b.serial)
+    status = p.status.astype(np.float64)
     first = status[:, 1]
     if np.any(first <= n):
         batch = int(np.argmin(first))

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tisim.protocol import Protocol
+
 
 class NonFiniteError(FloatingPointError):
     """A rollout produced NaN or infinity; the message names the system, the state and the first bad step.
@@ -87,7 +89,7 @@ class Gradient:
             if self._sim is None:
                 raise ValueError(f"Gradient.{name}: {self._missing or 'not available'}")
             try:
-                self._groups[name] = check_derivatives(self._sim, name, self._sim._fetch_gradient(name))
+                self._groups[name] = check_derivatives(self._sim, name, Protocol.of(self._sim).fetch(name))
             except NonFiniteError as error:  # raised whenever the group is read
                 self._groups[name] = error
         if isinstance(self._groups[name], NonFiniteError):

@@ -46,7 +46,8 @@ UNROLLED_STATE = 16  # states up to this many entries are cleared and checked ro
 HOST_BUFFER_ENTRIES = 1 << 16  # largest action gradient read back through a persistent, bound host buffer
 _jitter = None  # while tisim.diagnostics.last_bits is active: moves every input a simulator is given, once validated
 # The mechanisms beyond plain unrolling are built on the engine and register here (tisim/checkpointing.py,
-# forward.py, adjoint.py; tisim/__init__.py imports them), so the engine never imports them back.
+# forward.py, adjoint.py; tisim/__init__.py imports them), so the engine never imports them back. They use a
+# simulator through tisim/protocol.py, which also keeps their buffers.
 _MECHANISMS = {}  # "checkpointed", "forward", "adjoint": gradient(sim, loss, segments); "jacobian": (sim, wrt)
 
 
@@ -198,8 +199,6 @@ class System(Accessors):
         # a persistent host copy of dL/da only where it is small: on large bodies it would be one more O(T) array
         small = B * T * self.action_layout.size <= HOST_BUFFER_ENTRIES
         self._u_grad_host = np.empty((B, T, self.action_layout.size), dtype=runtime.numpy_real()) if small else None
-        self._segments = {}  # segment length -> checkpointing buffers
-        self._forward_mode = None  # forward-mode buffers (tisim/forward.py), made by the first forward-mode pass
         self._serial = is_small(B * (T + 1) * max(self.state_layout.size, 1), B)
         self._scratch = Scratchpad(self)
         # one launch per step, parallel over batch and items: for item-wise and phased systems on a GPU (see ITEMS)

@@ -28,6 +28,7 @@ from tisim import runtime
 from tisim.checkpointing import Segments, _check_finite, segment_windows
 from tisim.derivatives import Gradient, NonFiniteError
 from tisim.engine import mechanism
+from tisim.protocol import Protocol
 from tisim.trajectory import copy, download, is_small
 
 BUFFER_ENTRIES = 1 << 16  # state entries (B x S x steps) one segment buffer holds, at most
@@ -67,7 +68,7 @@ def segment_length(sim):
 
 def _fields(sim, length):
     # kept on the kernel host: its kernels compile once per set of fields, and a runtime restart drops both
-    cache = sim._host.__dict__.setdefault("_forward_fields", {})
+    cache = Protocol.of(sim).kernels.__dict__.setdefault("_forward_fields", {})
     key = (sim.B, length)
     if key not in cache:
         cache[key] = _Fields(sim.B, length, sim.state_layout.size, max(sim.param_layout.size, 1),
@@ -149,8 +150,7 @@ class _Pass:
         real = runtime.real()
         self.sim, self.length = sim, segment_length(sim)
         self.fields = _fields(sim, self.length)
-        self.segments = sim._segments.get(self.length) or sim._segments.setdefault(self.length,
-                                                                                   Segments(sim, self.length))
+        self.segments = Protocol.of(sim).buffers(("segments", self.length), lambda: Segments(sim, self.length))
         self.count = self.segments.count
         B, S = sim.B, sim.state_layout.size
         self.dxs = ti.ndarray(real, self.segments.xs.shape)  # the segment's tangents, beside its states
@@ -165,10 +165,9 @@ class _Pass:
         if sim.phases:  # its scratch would need dual numbers too; forward mode steps run on Taichi fields
             raise NotImplementedError(f"forward mode: {type(sim).__name__}'s step is phased (tisim/phases.py), which "
                                       "forward mode does not run; use method='unrolled' or 'checkpointed'")
-        sim._begin_pass()
-        if sim._forward_mode is None:
-            sim._forward_mode = cls(sim)
-        return sim._forward_mode
+        p = Protocol.of(sim)
+        p.begin_pass()
+        return p.buffers("forward mode", lambda: cls(sim))
 
     def windows(self, loss):
         """The loss restricted to each segment (None without a loss)."""
@@ -215,7 +214,7 @@ class _Pass:
 def _forward_steps(sim, f, n, serial):
     try:
         with ti.ad.FwdMode(loss=f.anchor, param=f.anchor, seed=[0.0], clear_gradients=False):
-            sim._host._rollout_fields(f.x, f.theta, f.u, sim.dt, n, serial)
+            Protocol.of(sim).kernels._rollout_fields(f.x, f.theta, f.u, sim.dt, n, serial)
     except RuntimeError as error:
         if "UnaryOpStmt" not in str(error) and "auto_diff.cpp" not in str(error):
             raise

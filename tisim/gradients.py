@@ -5,6 +5,7 @@ import numpy as np
 
 from tisim import runtime
 from tisim.engine import GROUPS
+from tisim.protocol import Protocol
 
 
 @dataclass
@@ -44,14 +45,14 @@ def _central(sim, loss, values, e, h):
     original = values[:, e].copy()
     try:
         values[:, e] = original + h
-        sim._invalidate()
+        Protocol.of(sim).invalidate()
         up = sim.evaluate(loss)
         values[:, e] = original - h
-        sim._invalidate()
+        Protocol.of(sim).invalidate()
         down = sim.evaluate(loss)
     finally:
         values[:, e] = original
-        sim._invalidate()
+        Protocol.of(sim).invalidate()
     return (up - down) / (2 * h)
 
 
@@ -81,7 +82,7 @@ def gradcheck(sim, loss, *, groups=GROUPS, step=1e-5, max_entries=None, extrapol
     }
     labels = {"params": sim.param_layout.labels(), "initial_state": sim.state_layout.labels(),
               "actions": [f"{sim.action_name}[{t}][{j}]" for t in range(sim.T) for j in range(sim.action_layout.size)]}
-    arrays = {"params": sim._theta, "initial_state": sim._x0, "actions": sim._u.reshape(sim.B, -1)}
+    arrays = Protocol.of(sim).inputs
     report = GradcheckReport()
     for group in groups:
         values = arrays[group]

@@ -8,6 +8,7 @@ mode where Taichi's forward mode cannot compile the step.
 import numpy as np
 
 from tisim.derivatives import Jacobian, check_derivatives
+from tisim.protocol import Protocol
 from tisim.trajectory import download, seed_final_state
 
 
@@ -34,11 +35,11 @@ def jacobian(sim, wrt, mode, forward_mode):
         except NotImplementedError:
             if mode == "forward":
                 raise  # "auto" falls back to reverse mode where Taichi's forward mode cannot compile the step
-    passes = []
+    passes, p = [], Protocol.of(sim)
     for k in range(sim.state_layout.size):
-        sim._forward(grads=True)
-        seed_final_state(sim.x.grad, k, sim._serial)
-        sim._backward_rollout()
+        p.forward(grads=True)
+        seed_final_state(sim.x.grad, k, p.serial)
+        p.backward()
         if wrt == "params":
             passes.append(download(sim.theta.grad)[:, :sim.param_layout.size])
         elif wrt == "initial_state":

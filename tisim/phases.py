@@ -29,6 +29,7 @@ import taichi as ti
 
 from tisim import runtime
 from tisim.access import entry_shape
+from tisim.protocol import Protocol
 from tisim.quantities import Layout, near_miss
 
 SCHEDULES = ("items", "phased")
@@ -138,7 +139,8 @@ class Scratchpad:
         """Steps t0..t1-1 of the states x (B, n+1, S), one launch per step, or their reverse-mode gradient."""
         sim, layout = self.sim, self.sim.scratch_layout
         w = self(x.shape[1] - 1)
-        launch, host = sim._launch, sim._host
+        protocol = Protocol.of(sim)
+        launch, host = protocol.launch, protocol.kernels
         recomputed, kept = layout.recomputed.size, layout.kept.size
         if not grad:
             launch(clear, w, w.grad, recomputed, kept, t0, t1, serial)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tisim.optim import Adam, minimize
+from tisim.protocol import Protocol
 
 
 def optimize_actions(sim, loss, *, limits=None, iterations=200, optimizer=None, initial=None, **options):
@@ -25,7 +26,9 @@ def optimize_actions(sim, loss, *, limits=None, iterations=200, optimizer=None, 
             raise TypeError(f"optimize_actions: limits must be a pair of numbers (low, high), got {limits!r}") from None
         if not (np.isfinite(low) and np.isfinite(high) and low < high):
             raise ValueError(f"optimize_actions: limits must be finite (low, high) with low < high, got {limits}")
-    start = sim.actions if initial is None else np.broadcast_to(sim._validated_actions(initial), sim.actions.shape)
+    start = sim.actions
+    if initial is not None:
+        start = np.broadcast_to(Protocol.of(sim).validated_actions(initial), start.shape)
     if limits is not None:
         start = np.clip(start, low, high)
 
