@@ -28,10 +28,13 @@ import tisim  # noqa: E402
 from tisim import NonFiniteError  # noqa: E402
 from tisim.losses import Effort, TerminalSum, TerminalTarget, Tracking  # noqa: E402
 from tisim.robots import Robot, grid  # noqa: E402
+from tisim.systems.mpm import Body  # noqa: E402
 from tisim.tasks import identify, optimize_actions  # noqa: E402
 
 SYSTEMS = [getattr(tisim.systems, name) for name in tisim.systems.__all__]
-SMALL = dict(MassSpring=dict(robot=grid(2, 2)), StiffChain=dict(n=2), ResidualPendulum=dict(hidden=3))
+# small instances: a reverse-mode Jacobian takes one backward pass per state entry
+SMALL = dict(MassSpring=dict(robot=grid(2, 2)), StiffChain=dict(n=2), ResidualPendulum=dict(hidden=3),
+             MPM=dict(body=Body.box([0.45, 0.45], [0.55, 0.55], 0.05), n_grid=8))
 TALLY = collections.Counter()
 
 # hostile values: wild floats, wrong types, wrong shapes
