@@ -129,6 +129,13 @@ def test_the_grid_is_not_kept_per_step():
     (lambda: Body(np.zeros((3, 4)), 1e-3), ValueError, r"particles must have shape \(N, 2\) or \(N, 3\)"),
     (lambda: Body(np.full((3, 2), 0.5), -1.0), ValueError, "volume must be a finite number > 0"),
     (lambda: Body(np.full((3, 2), 0.5), 1e-3, actuators=[0, -2, 0]), ValueError, "actuators must be >= -1"),
+    (lambda: Body(np.full((3, 2), 0.5), 1e-3, groups=[0, -1, 0]), ValueError, "groups must be >= 0"),
+    (lambda: Body(np.full((3, 2), 0.5), 1e-3, groups=[0, 1]), ValueError, r"groups must have shape \(3,\)"),
+    (lambda: Body(np.full((3, 2), np.nan), 1e-3), ValueError, "particles must be finite"),
+    (lambda: Body(np.full((3, 2), 0.5), "small"), ValueError, "volume must be a finite number > 0"),
+    (lambda: Body.box([0.4, 0.4], [0.41, 0.41], 0.5), ValueError, "puts no point in the box"),
+    (lambda: Body.box([0.4, 0.4], [0.6, 0.6], 0.05) + Body.box([0.4] * 3, [0.6] * 3, 0.05), ValueError,
+     "only bodies of the same dimension"),
     (lambda: MPM(horizon=2, floor="ice"), ValueError, r"floor must be one of \['sticky', 'slip'\]"),
     (lambda: MPM(horizon=2, nu=0.5), ValueError, r"nu must be in \[0, 0.5\)"),
 ])

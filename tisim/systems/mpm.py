@@ -54,7 +54,8 @@ class Body:
             raise ValueError(f"Body: particles must have shape (N, 2) or (N, 3), got {self.particles.shape}")
         if not np.all(np.isfinite(self.particles)):
             raise ValueError("Body: particles must be finite")
-        if not (np.isfinite(self.volume) and self.volume > 0):
+        if isinstance(self.volume, bool) or not isinstance(self.volume, (int, float, np.floating)) or \
+                not (np.isfinite(self.volume) and self.volume > 0):
             raise ValueError(f"Body: volume must be a finite number > 0, got {self.volume!r}")
         for name in ("groups", "actuators"):
             if getattr(self, name).shape != (n,):
@@ -79,6 +80,8 @@ class Body:
             raise ValueError(f"Body.box: spacing must be > 0, got {spacing!r}")
         axes = [np.arange(lo + spacing / 2, hi, spacing) for lo, hi in zip(lower, upper)]
         points = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, len(lower))
+        if not len(points):
+            raise ValueError(f"Body.box: a spacing of {spacing!r} puts no point in the box")
         n = len(points)
         return cls(points, spacing ** len(lower), np.full(n, group), np.full(n, actuator))
 
