@@ -7,17 +7,23 @@ Each step is four phases (tisim/phases.py), with quadratic B-spline weights w_ip
     stress (points)      F' = (I + dt C_p) F_p;  A_p = m_p C_p - 4 dt V_p tau_p(F') / h^2 (tau: Kirchhoff stress)
     scatter (pairs)      m_i += w_ip m_p;  (m v)_i += w_ip (m_p v_p + A_p (x_i - x_p))
     grid (cells)         v_i = (m v)_i / m_i + dt g, then the walls: inside the boundary band (3 cells) a wall
-                         stops the velocity into it; the floor also stops the tangential velocity when "sticky"
+                         stops the velocity into it, and the floor acts on the tangential velocity v_t of a cell
+                         pressing into it (normal speed v_n) by the option floor: "sticky" stops it, "slip" keeps it,
+                         "friction" slows it by Coulomb's law, |v_t| -> max(0, |v_t| - mu |v_n|)
     gather (pairs)       v_p' = sum_i w_ip v_i;  C_p' = 4 / h^2 sum_i w_ip v_i (x_i - x_p)^T;  x_p' = x_p + dt v_p';
                          F_p' = F'
 A pair is one point and one cell of its stencil: every phase is a single loop, without a loop over the stencil
 inside it.
 
-Material: compressible neo-Hookean, tau = mu (F F^T - I) + lambda ln(J) I with J = det F, mu = E / (2 (1 + nu)),
-lambda = E nu / ((1 + nu)(1 - 2 nu)) per particle group. Actuated particles add an active stress along their fibre
-(the vertical axis, as DiffTaichi's soft robots): tau += a s F e_y e_y^T F^T, for the action a of their actuator and
-the parameter s = "actuation". The grid is scratch recomputed in the backward pass (keep=False): memory per step is
-the particles' state only.
+Materials (the option material), with J = det F, the shear modulus G = E / (2 (1 + nu)) and the Lame parameter
+lambda = E nu / ((1 + nu)(1 - 2 nu)) of each particle group:
+    "neo_hookean" (default)  tau = G (F F^T - I) + lambda ln(J) I
+    "corotated"              tau = 2 G (F - R) F^T + lambda J (J - 1) I, R the rotation of F's polar decomposition
+    "fluid"                  tau = K J (J - 1) I with K = lambda + 2 G / d, the bulk modulus of the solid with the
+                             same E and nu; no shear stress, and F_p' keeps only the volume change: J'^(1/d) I
+Actuated particles add an active stress along their fibre (the vertical axis, as DiffTaichi's soft robots):
+tau += a s F e_y e_y^T F^T, for the action a of their actuator and the parameter s = "actuation". The grid is
+scratch recomputed in the backward pass (keep=False): memory per step is the particles' state only.
 
 Conservation, by construction of the transfers: without gravity and walls the total momentum sum_p m_p v_p is
 conserved to rounding (tests/test_mpm.py checks it). Explicit MPM is stable for dt below about h / c with c the
@@ -34,6 +40,47 @@ from tisim.engine import System
 from tisim.quantities import Quantity, Scratch
 
 BAND = 3  # boundary cells on each side of the grid, where the walls act
+POLAR_ITERATIONS = 6  # scaled Newton steps of the polar decomposition (material "corotated")
+
+
+# The material laws: Kirchhoff stress tau(F) for the shear modulus G and the Lame parameter lambda.
+# Compiling their reverse mode, Taichi 1.7 may warn "Loading variable ... before anything is stored to it" from its
+# matrix product (reported upstream as taichi-dev/taichi#8454); which systems it warns for is erratic (adding one
+# scalar parameter made it appear). The gradients are checked against central differences in tests/test_mpm.py.
+@ti.func
+def polar_rotation(F: ti.template()):
+    """R of the polar decomposition F = R S, by Newton's iteration with Frobenius-norm scaling (Higham):
+    R <- (g R + R^-T / g) / 2, g = sqrt(|R^-1| / |R|), from R = F. The same code in 2D and 3D, differentiable as
+    written: a fixed count of iterations, which brings principal stretches between 1/100 and 100 to rounding
+    (measured in numpy against scipy.linalg.polar: 6 iterations, 5e-13)."""
+    R = F
+    for _ in ti.static(range(POLAR_ITERATIONS)):
+        inverse = R.inverse()
+        g = ti.sqrt(inverse.norm() / R.norm())
+        R = 0.5 * (g * R + inverse.transpose() / g)
+    return R
+
+
+@ti.func
+def neo_hookean(F: ti.template(), G, la):
+    identity = ti.Matrix.identity(float, F.n)
+    return G * (F @ F.transpose() - identity) + la * ti.log(F.determinant()) * identity
+
+
+@ti.func
+def corotated(F: ti.template(), G, la):
+    J = F.determinant()
+    return 2.0 * G * (F - polar_rotation(F)) @ F.transpose() + la * J * (J - 1.0) * ti.Matrix.identity(float, F.n)
+
+
+@ti.func
+def fluid(F: ti.template(), G, la):
+    """No shear stress; the bulk modulus of the solid with the same E and nu, K = lambda + 2 G / d."""
+    J = F.determinant()
+    return (la + 2.0 * G / F.n) * J * (J - 1.0) * ti.Matrix.identity(float, F.n)
+
+
+MATERIALS = {"neo_hookean": neo_hookean, "corotated": corotated, "fluid": fluid}
 
 
 @dataclass
@@ -105,6 +152,7 @@ class MPM(System):
         Quantity("rho", 1000.0, "kg/m^3", "density of each material group (2D: kg/m^2)", shape=("n_groups",),
                  bounds="(0, inf)"),
         Quantity("g", 9.8, "m/s^2", "gravitational acceleration", bounds="[0, inf)"),
+        Quantity("mu", 0.5, "-", "Coulomb friction coefficient of the floor (floor=\"friction\")", bounds="[0, inf)"),
         Quantity("actuation", 1000.0, "Pa", "active fibre stress per unit activation", bounds="[0, inf)"),
     )
     STATE = (
@@ -125,7 +173,7 @@ class MPM(System):
     )
     PHASES = (("stress", "n_particles"), ("scatter", "n_pairs"), ("grid", "n_cells"), ("gather", "n_pairs"))
     STRUCTURE = ("dim", "n_grid", "n_cells", "n_particles", "n_pairs", "n_groups", "n_actuators")
-    OPTIONS = {"floor": ("sticky", "slip")}
+    OPTIONS = {"floor": ("sticky", "slip", "friction"), "material": tuple(MATERIALS)}
     DT = 2e-4
 
     def __init__(self, horizon, batch=1, dt=None, body=None, n_grid=32, **values):
@@ -213,13 +261,12 @@ class MPM(System):
     def stress(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, p):
         """Point p's affine momentum m_p C_p - 4 dt V_p tau_p / h^2, with tau_p the Kirchhoff stress at F'."""
         g = self.group_of[p]
-        E, nu = self.param(theta, "E", b, g), self.param(theta, "nu", b, g)
         F = self.deformed(x, dt, b, t, p)
-        mu, la = E / (2.0 * (1.0 + nu)), E * nu / ((1.0 + nu) * (1.0 - 2.0 * nu))
-        identity = ti.Matrix.identity(float, self.dim)
         fibre = F @ ti.Vector.unit(self.dim, 1, float)
         active = self.actuated[p] * self.action(u, "activation", b, t, self.actuator_of[p])
-        tau = mu * (F @ F.transpose() - identity) + la * ti.log(F.determinant()) * identity \
+        E, nu = self.param(theta, "E", b, g), self.param(theta, "nu", b, g)
+        G, la = E / (2.0 * (1.0 + nu)), E * nu / ((1.0 + nu) * (1.0 - 2.0 * nu))
+        tau = ti.static(MATERIALS[self.material])(F, G, la) \
             + active * self.param(theta, "actuation", b, 0) * fibre.outer_product(fibre)
         affine = self.mass(theta, b, p) * self.state(x, "C", b, t, p) \
             - (4.0 * dt * self.volume * self.n_grid ** 2) * tau
@@ -242,9 +289,13 @@ class MPM(System):
         # each wall stops the velocity into it; written as new locals, not stores into one (reverse mode warned of
         # loads before stores in that form)
         v = ti.Vector([free[k] * (1.0 - self.into_wall(c, free[k], k)) for k in ti.static(range(self.dim))])
-        if ti.static(self.floor == "sticky"):  # pressing into the floor: no slip either
-            v = v * (1.0 - ti.select((c // self.n_grid) % self.n_grid < BAND, 1.0, 0.0)
-                     * ti.select(free[1] < 0.0, 1.0, 0.0))
+        if ti.static(self.floor != "slip"):  # pressing into the floor also slows the tangential velocity
+            pressing = ti.select((c // self.n_grid) % self.n_grid < BAND, 1.0, 0.0) * ti.select(free[1] < 0.0, 1.0, 0.0)
+            kept = 0.0  # sticky: none of it
+            if ti.static(self.floor == "friction"):  # Coulomb: the tangential speed falls by mu times the normal one
+                speed = ti.sqrt(v.dot(v) + 1e-30)  # v's normal component is zero here; the 1e-30 guards 0 / 0
+                kept = ti.max(0.0, 1.0 - self.param(theta, "mu", b, 0) * -free[1] / speed)
+            v = v * (1.0 - pressing * (1.0 - kept))
         self.accumulate(w, "grid_velocity", b, t, c, v)
 
     @ti.func
@@ -254,4 +305,8 @@ class MPM(System):
         self.advance(x, "vel", b, t, p, v)
         self.advance(x, "C", b, t, p, (4.0 * self.n_grid ** 2) * v.outer_product(d))
         self.advance(x, "pos", b, t, p, first * self.state(x, "pos", b, t, p) + dt * v)
-        self.advance(x, "F", b, t, p, first * self.deformed(x, dt, b, t, p))
+        if ti.static(self.material == "fluid"):  # a fluid keeps only its volume change, J = det F, not its shear
+            J = self.deformed(x, dt, b, t, p).determinant()
+            self.advance(x, "F", b, t, p, first * ti.pow(J, 1.0 / self.dim) * ti.Matrix.identity(float, self.dim))
+        else:
+            self.advance(x, "F", b, t, p, first * self.deformed(x, dt, b, t, p))
