@@ -17,8 +17,8 @@ import time
 import numpy as np
 from soft_walker import STARTS, walk
 
+from tisim.assets import ASSETS
 from tisim.diagnostics import last_bits
-from tisim.robots import ASSETS
 
 
 def seed_range(text):
@@ -42,7 +42,7 @@ def run(robot, seed, iterations, starts, target):
 
 
 def main(argv=None):
-    robots = ",".join(sorted(p.stem for p in ASSETS.glob("*.json")))
+    robots = ",".join(sorted(p.stem for p in (ASSETS / "robots").glob("*.json")))
     parser = argparse.ArgumentParser(description="The soft walker over robots and seeds.")
     parser.add_argument("--robots", default=robots, help=f"comma-separated robot names (default {robots})")
     parser.add_argument("--seeds", type=seed_range, default=seed_range("0-9"))

@@ -44,7 +44,7 @@ def test_malformed_robot_file_names_the_field(tmp_path, edit, message):
     path.write_text(json.dumps(data))
     with pytest.raises(ValueError, match=message):
         Robot.load(path)
-    with pytest.raises(FileNotFoundError, match="robots in assets/robots"):
+    with pytest.raises(FileNotFoundError, match="robot files in assets/robots"):
         Robot.load("no_such_robot")
     with pytest.raises(ValueError, match="cannot be read"):
         Robot.load(tmp_path)  # a folder

@@ -9,12 +9,11 @@ and an optional "description". ``Robot.load`` checks every field and names the o
 """
 import hashlib
 import json
-import pathlib
 from dataclasses import dataclass, field
 
 import numpy as np
 
-ASSETS = pathlib.Path(__file__).resolve().parent.parent / "assets" / "robots"
+from tisim import assets
 
 
 @dataclass
@@ -104,33 +103,14 @@ class Robot:
     @classmethod
     def load(cls, path):
         """A robot from a JSON file, or by name from assets/robots/ ("quadruped" -> assets/robots/quadruped.json)."""
-        path = pathlib.Path(path)
-        if not path.suffix and not path.exists():
-            path = ASSETS / f"{path}.json"
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            known = sorted(p.stem for p in ASSETS.glob("*.json"))
-            raise FileNotFoundError(f"robot file {str(path)!r} not found; robots in assets/robots: {known}") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise ValueError(f"robot file {str(path)!r} is not valid JSON: {error}") from None
-        except OSError as error:  # a folder, no permission
-            raise ValueError(f"robot file {str(path)!r} cannot be read: {error.strerror}") from None
-        if not isinstance(data, dict):
-            raise ValueError(f"robot file {str(path)!r}: expected an object with particles, springs, actuators")
-        for key in ("particles", "springs"):
-            if key not in data:
-                raise ValueError(f"robot file {str(path)!r}: missing field {key!r}")
-        unknown = set(data) - {"name", "description", "particles", "springs", "actuators"}
-        if unknown:
-            raise ValueError(f"robot file {str(path)!r}: unknown fields {sorted(unknown)}")
+        path, data = assets.read(path, "robot", "robots", ("particles", "springs"),
+                                 ("name", "description", "actuators"))
         try:
             return cls(name=str(data.get("name", path.stem)), particles=data["particles"], springs=data["springs"],
                        actuators=data.get("actuators", []), description=str(data.get("description", "")))
         except (TypeError, ValueError) as error:
             raise ValueError(f"robot file {str(path)!r}: {error}".replace(f"robot {data.get('name', path.stem)!r}: ",
                                                                         "")) from None
-
 
 def grid(nx, ny, spacing=0.05, bottom=0.002, name=None, actuate_every_spring=True):
     """An nx-by-ny grid of particles with springs to the right, up and along both diagonals (the reference workload
