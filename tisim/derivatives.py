@@ -28,8 +28,14 @@ def nonfinite_rollout(sim, step, batch, state=None):
     where = f"{type(sim).__name__}: the rollout turned non-finite at step {step} of {sim.T} (batch element {batch})"
     if state is not None:
         bad = [label for label, entry in zip(sim.state_layout.labels(), state) if not np.isfinite(entry)]
-        where += f": state {', '.join(bad)} = {state[~np.isfinite(state)][0]}"
+        where += f": state {named(bad)} = {state[~np.isfinite(state)][0]}"
     return NonFiniteError(where, step, batch)
+
+
+def named(labels, most=8):
+    """The first few labels, and how many more: a body of thousands of points must not give a message as long."""
+    more = f" and {len(labels) - most} more" if len(labels) > most else ""
+    return ", ".join(labels[:most]) + more
 
 
 def check_derivatives(sim, group, value, mechanism="the backward pass"):
@@ -53,7 +59,7 @@ def check_derivatives(sim, group, value, mechanism="the backward pass"):
         layout = sim.param_layout if group == "params" else sim.state_layout
         entries = np.concatenate([np.reshape(v[b], -1) for v in arrays.values()])
         labels = [label for label, entry in zip(layout.labels(), entries) if not np.isfinite(entry)]
-        where = "in dL/d" + ", dL/d".join(labels)
+        where = "in " + named([f"dL/d{label}" for label in labels])
     raise NonFiniteError(f"{type(sim).__name__}: {mechanism} turned non-finite {where} (batch element {b}) although "
                          "the rollout is finite: a derivative overflowed (tisim.diagnostics.health shows the adjoint "
                          "of every step)", step, b, value)
