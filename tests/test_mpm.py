@@ -1,4 +1,6 @@
 """The material point method: conservation laws, free fall, the stability limit, gradients, schedules, bad input."""
+import json
+
 import numpy as np
 import pytest
 
@@ -253,6 +255,49 @@ def test_the_grid_is_not_kept_per_step():
         widths.append(sim._scratch(T).shape[1])
     points = sim.sizes["n_particles"]
     assert widths[0] == widths[1] == points * 2 * 2 + GRID ** 2 * (1 + 2 + 2)  # affine; grid mass, momentum, velocity
+
+
+def test_a_body_from_cells_fills_each_cell_with_its_points():
+    """points_per_cell^d points per cell on a regular lattice, each with the cell's actuator and group, and the
+    points' volumes adding up to the cells' area."""
+    cells = [[0, 0], [1, 0], [1, 1]]
+    body = Body.from_cells(cells, 0.1, [0.2, 0.3], points_per_cell=2, actuators=[-1, 0, 1], groups=[0, 0, 1])
+    assert len(body.particles) == 12 and np.isclose(body.volume * 12, 3 * 0.1 ** 2)
+    np.testing.assert_allclose(body.particles[:4], [[0.225, 0.325], [0.225, 0.375], [0.275, 0.325], [0.275, 0.375]])
+    assert body.actuators.tolist() == [-1] * 4 + [0] * 4 + [1] * 4 and body.groups.tolist() == [0] * 8 + [1] * 4
+    cube = Body.from_cells([[0, 0, 0]], 0.1, [0.4, 0.4, 0.4], points_per_cell=3)
+    assert len(cube.particles) == 27 and np.allclose(cube.particles.mean(axis=0), 0.45)
+
+
+def test_the_walker_asset_loads_onto_the_floor():
+    body = Body.load("walker", origin=[0.1, BAND / 64])
+    assert len(body.particles) == 24 * 9 and sorted(set(body.actuators.tolist())) == [-1, 0, 1, 2, 3]
+    assert np.isclose(body.particles[:, 1].min(), BAND / 64 + 0.025 / 6)
+    MPM(horizon=2, body=body, n_grid=64).rollout()
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(cells=[[0, 0], [0, 0]]), "cells must not repeat a cell"),
+    (dict(cells=[[0, 0.5]]), "cells must be a list of"),
+    (dict(cell=-0.1), "cell must be a number > 0"),
+    (dict(origin=[0.1]), "origin must be 2 finite coordinates"),
+    (dict(points_per_cell=0), "points_per_cell must be an integer >= 1"),
+    (dict(actuators=[0, 1]), r"actuators must list one integer per cell \(1 cells\)"),
+    (dict(groups=[-1]), "groups must be >= 0"),
+    (dict(colour="red"), r"unknown fields \['colour'\]"),
+])
+def test_a_malformed_body_file_is_refused_by_field(tmp_path, change, message):
+    document = dict(name="one", cells=[[0, 0]], cell=0.05, origin=[0.4, 0.4])
+    document.update(change)
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps(document))
+    with pytest.raises(ValueError, match=f"body file .*one.json.*: {message}"):
+        Body.load(path)
+
+
+def test_a_missing_body_file_names_the_known_ones():
+    with pytest.raises(FileNotFoundError, match=r"body files in assets/bodies: \[.*'walker'"):
+        Body.load("no_such_body")
 
 
 @pytest.mark.parametrize("make, error, message", [

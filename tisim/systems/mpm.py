@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import taichi as ti
 
-from tisim import runtime
+from tisim import assets, runtime
 from tisim.engine import System
 from tisim.quantities import Quantity, Scratch
 
@@ -131,6 +131,56 @@ class Body:
             raise ValueError(f"Body.box: a spacing of {spacing!r} puts no point in the box")
         n = len(points)
         return cls(points, spacing ** len(lower), np.full(n, group), np.full(n, actuator))
+
+    @classmethod
+    def from_cells(cls, cells, cell, origin, points_per_cell=2, actuators=None, groups=None):
+        """Points filling square (in 3D cubic) cells of side `cell` [m]: cells, (K, d) integer lattice coordinates
+        of the lattice whose cell (0, ..) has its lower corner at `origin`; points_per_cell points per axis in each;
+        actuators and groups, one per cell (default: passive, group 0)."""
+        where = "Body.from_cells"
+        cells = np.asarray(cells)
+        if cells.ndim != 2 or cells.shape[1] not in (2, 3) or len(cells) < 1 or \
+                not np.issubdtype(cells.dtype, np.integer):
+            raise ValueError(f"{where}: cells must be a list of [i, j] or [i, j, k] integer lattice coordinates")
+        if len(np.unique(cells, axis=0)) != len(cells):
+            raise ValueError(f"{where}: cells must not repeat a cell")
+        dim = cells.shape[1]
+        if isinstance(cell, bool) or not isinstance(cell, (int, float)) or not (np.isfinite(cell) and cell > 0):
+            raise ValueError(f"{where}: cell must be a number > 0 (the side of a cell in m), got {cell!r}")
+        origin = np.asarray(origin, dtype=float) if np.ndim(origin) == 1 else None
+        if origin is None or origin.shape != (dim,) or not np.all(np.isfinite(origin)):
+            raise ValueError(f"{where}: origin must be {dim} finite coordinates, the lower corner of cell 0")
+        if isinstance(points_per_cell, bool) or not isinstance(points_per_cell, int) or points_per_cell < 1:
+            raise ValueError(f"{where}: points_per_cell must be an integer >= 1, got {points_per_cell!r}")
+        per_cell = {}
+        for name, default in (("actuators", -1), ("groups", 0)):
+            values = np.full(len(cells), default) if locals()[name] is None else np.asarray(locals()[name])
+            if values.shape != (len(cells),) or not np.issubdtype(values.dtype, np.integer):
+                raise ValueError(f"{where}: {name} must list one integer per cell ({len(cells)} cells)")
+            per_cell[name] = values
+        spacing = cell / points_per_cell
+        offsets = (np.stack(np.meshgrid(*[np.arange(points_per_cell)] * dim, indexing="ij"), -1).reshape(-1, dim)
+                   + 0.5) * spacing
+        points = (origin + cells[:, None, :] * cell + offsets[None]).reshape(-1, dim)
+        repeat = len(offsets)
+        return cls(points, spacing ** dim, np.repeat(per_cell["groups"], repeat),
+                   np.repeat(per_cell["actuators"], repeat))
+
+    @classmethod
+    def load(cls, path, origin=None):
+        """A body from a JSON file, or by name from assets/bodies/ ("walker" -> assets/bodies/walker.json). Fields:
+        "cells", "cell" and "origin" (or the argument origin=, which overrides it), and optionally
+        "points_per_cell", "actuators", "groups", "name" and "description", as Body.from_cells takes them."""
+        path, data = assets.read(path, "body", "bodies", ("cells", "cell"),
+                                 ("origin", "points_per_cell", "actuators", "groups", "name", "description"))
+        if origin is None and "origin" not in data:
+            raise ValueError(f"body file {str(path)!r}: missing field 'origin' (or pass origin=)")
+        try:
+            return cls.from_cells(data["cells"], data["cell"], data.get("origin") if origin is None else origin,
+                                  data.get("points_per_cell", 2), data.get("actuators"), data.get("groups"))
+        except (TypeError, ValueError) as error:
+            message = str(error).replace("Body.from_cells: ", "").replace("Body: ", "")
+            raise ValueError(f"body file {str(path)!r}: {message}") from None
 
     def __add__(self, other):
         if other.dim != self.dim or not np.isclose(other.volume, self.volume):
