@@ -16,6 +16,7 @@ import numpy as np
 
 from tisim import systems
 from tisim.quantities import near_miss
+from tisim.scene import Scene
 
 BACKGROUND = (255, 255, 255)
 INK = (45, 45, 50)
@@ -263,6 +264,14 @@ def draw_mpm(canvas, state, params):
         canvas.circle(p[:2], 1.5 / canvas.scale, BOB)
 
 
+def points_mpm(state, params):
+    """A 3D material-point body: its points (actuated ones darker) as spheres of half a point spacing, the floor."""
+    n_grid = params.get("n_grid", 32)
+    actuated = np.asarray(params.get("actuated", np.zeros(len(state["pos"]), bool)))[:, None]
+    colors = np.where(actuated, np.array(BOB) / 255 * 0.7, np.array(BLOCK) / 255)
+    return dict(points=state["pos"], colors=colors, radius=0.25 / n_grid, floor=3.0 / n_grid)
+
+
 DRAW = {
     "Cartpole": draw_cartpole,
     "Pendulum": draw_pendulum,
@@ -273,6 +282,7 @@ DRAW = {
     "MassSpring": draw_mass_spring,
     "MPM": draw_mpm,
 }
+DRAW3D = {"MPM": points_mpm}  # 3D bodies: {state, params} -> what tisim.scene.Scene.render takes
 
 
 # ---- default views: (traj {name: array (T+1,)}, params {name: float}) -> (xmin, xmax, ymin, ymax) [m] -------------
@@ -369,6 +379,7 @@ def frames(system, traj, params=None, *, batch_index=0, every=1, size=(320, 240)
     system: a simulator (its class name picks the drawing; its ``params`` are used unless params is given) or a class
     name in DRAW. traj: {state name: array (B, T+1)}, as ``rollout`` returns. params: {name: float or array (B,)};
     missing names take the system's declared defaults. bounds: (xmin, xmax, ymin, ymax) [m], default VIEWS[name].
+    A 3D simulator (sizes["dim"] == 3) is pictured through GGUI's 3D scene (tisim.scene), bounds unused.
     """
     name = system if isinstance(system, str) else type(system).__name__
     if name not in DRAW:
@@ -381,10 +392,16 @@ def frames(system, traj, params=None, *, batch_index=0, every=1, size=(320, 240)
         theta.update({**system.sizes, **system.options})
         if hasattr(system, "robot"):
             theta["springs"] = system.robot.springs
+        if hasattr(system, "body"):
+            theta["actuated"] = system.body.actuators >= 0
+    steps = range(0, len(next(iter(one.values()))), every)
+    if theta.get("dim") == 3:  # through GGUI's 3D scene, seen by its default camera (WindowUnavailable without Vulkan)
+        view = Scene(size)
+        return [view.render(**DRAW3D[name]({k: v[t] for k, v in one.items()}, theta)) for t in steps]
     if bounds is None:
         bounds = VIEWS[name](one, theta) if name in VIEWS else (-1.0, 1.0, -1.0, 1.0)
     pictures = []
-    for t in range(0, len(next(iter(one.values()))), every):
+    for t in steps:
         canvas = Canvas(size[0], size[1], bounds=bounds)
         DRAW[name](canvas, {k: float(v[t]) if v.ndim == 1 else v[t] for k, v in one.items()}, theta)
         pictures.append(canvas.image())

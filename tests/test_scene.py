@@ -1,0 +1,77 @@
+"""3D pictures through GGUI's scene, off screen: known scenes checked by their pixels, rollouts as frames, and a
+clear message where there is no Vulkan."""
+import numpy as np
+import pytest
+
+from tisim import scene, viz
+from tisim.gui import WindowUnavailable, window_problem
+from tisim.systems.mpm import MPM, Body
+
+VULKAN = window_problem(offscreen=True)
+needs_vulkan = pytest.mark.skipif(VULKAN is not None, reason=f"GGUI cannot render here: {VULKAN}")
+RED = (0.9, 0.1, 0.1)
+
+
+def red_pixels(picture):
+    """(rows, cols) of the pixels where red clearly dominates."""
+    r, g, b = (picture[..., k].astype(int) for k in range(3))
+    return np.nonzero((r > g + 60) & (r > b + 60))
+
+
+@needs_vulkan
+def test_a_sphere_appears_where_the_camera_projects_it():
+    """Seen from +z, looking at the cube's centre with y up: a red sphere at the centre covers the middle of the
+    picture and leaves the corners white; moved left (-x) or up (+y) in the world, it moves left or up on the
+    picture."""
+    view = scene.Scene((160, 120)).look(from_=(0.5, 0.5, 2.0), at=(0.5, 0.5, 0.5))
+    centred = view.render([[0.5, 0.5, 0.5]], RED, radius=0.1)
+    assert centred.shape == (120, 160, 3) and centred.dtype == np.uint8
+    rows, cols = red_pixels(centred)
+    assert len(rows) > 100 and abs(rows.mean() - 60) < 3 and abs(cols.mean() - 80) < 3
+    assert (centred[0, 0] == 255).all() and (centred[-1, -1] == 255).all()
+    rows, cols = red_pixels(view.render([[0.3, 0.5, 0.5]], RED, radius=0.1))
+    assert cols.mean() < 70 and abs(rows.mean() - 60) < 3
+    rows, cols = red_pixels(view.render([[0.5, 0.7, 0.5]], RED, radius=0.1))
+    assert rows.mean() < 50 and abs(cols.mean() - 80) < 3
+
+
+@needs_vulkan
+def test_the_floor_fills_the_lower_picture():
+    """The unit square's floor seen from above it: the bottom of the picture takes the floor's colour, its top (rays
+    passing beyond the square) stays white."""
+    view = scene.Scene((160, 120)).look(from_=(0.5, 0.6, 0.9), at=(0.5, 0.1, 0.3))
+    picture = view.render([[0.5, 5.0, 0.5]], RED, radius=0.01, floor=0.1)  # the sphere far out of sight
+    assert (picture[0, 80] == 255).all() and not (picture[-1, 80] == 255).all()
+    assert not len(red_pixels(picture)[0])
+
+
+@needs_vulkan
+def test_a_3d_rollout_becomes_frames_for_a_gif(tmp_path):
+    """viz.frames pictures a 3D MPM body through the scene: one frame per `every` steps, and the falling body
+    changes the picture; save_gif takes them as it takes 2D frames."""
+    body = Body.box([0.4, 0.4, 0.4], [0.6, 0.6, 0.6], 1 / 16)
+    sim = MPM(horizon=60, body=body, n_grid=16, dt=1e-3)
+    frames = viz.frames(sim, sim.rollout(), every=30, size=(96, 72))
+    assert len(frames) == 3 and frames[0].shape == (72, 96, 3)
+    assert np.abs(frames[0].astype(int) - frames[-1].astype(int)).sum() > 1000
+    path = viz.save_gif(tmp_path / "fall.gif", frames, fps=10)
+    assert path.stat().st_size > 500
+
+
+def test_without_vulkan_the_scene_says_what_to_install(monkeypatch):
+    monkeypatch.setattr(scene, "window_problem", lambda offscreen: "no Vulkan loader: install libvulkan1")
+    monkeypatch.setattr(scene, "_windows", {})
+    with pytest.raises(WindowUnavailable, match="3D pictures need GGUI: no Vulkan loader: install libvulkan1"):
+        scene.Scene((64, 48))
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: scene.Scene((8, 48)), r"size must be \(width, height\) of at least 16 pixels"),
+    (lambda: scene.Scene((64, 48)).render(np.zeros((3, 2))), r"points must have shape \(n, 3\)"),
+])
+def test_bad_scene_input(make, message):
+    if VULKAN is not None and "render" in message:
+        pytest.skip(f"GGUI cannot render here: {VULKAN}")
+    with pytest.raises(ValueError, match=message):
+        make()
+
