@@ -103,3 +103,15 @@ def test_billiards_window_shoots_and_optimizes_offscreen():
     """The billiards window takes a shot, optimizes from it on O, and ends with the target ball in the goal."""
     result = load_demo("billiards").main(["--gui", "--offscreen", "--aim", "1.45,0.2"])  # at the target ball
     assert result["miss"] < result["goal_radius"]
+
+
+@needs_vulkan
+def test_mpm_walker_replays_its_best_gait_offscreen(tmp_path, monkeypatch):
+    """With --gui the walker replays its best gait in a window; offscreen, once. Without a display it says so and
+    exits with status 2 before any optimization."""
+    walker = load_demo("mpm_walker")
+    r = walker.main(["--iterations", "1", "--horizon", "100", "--gui", "--offscreen", "--out", str(tmp_path)])
+    assert r["replays"] == 1
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    assert walker.main(["--gui", "--out", str(tmp_path)]) == 2
