@@ -4,7 +4,8 @@ Particles carry position x_p, velocity v_p, deformation gradient F_p and the API
 of n_grid^d cells over the unit square (cube), spacing h = 1 / n_grid, carries mass and momentum within a step.
 Each step is four phases (tisim/phases.py), with quadratic B-spline weights w_ip over the 3^d cells around x_p:
 
-    stress (points)      F' = (I + dt C_p) F_p;  A_p = m_p C_p - 4 dt V_p tau_p(F') / h^2 (tau: Kirchhoff stress)
+    stress (points)      F' = P((I + dt C_p) F_p), P the material's projection onto what it keeps (below);
+                         A_p = m_p C_p - 4 dt V_p tau_p(F') / h^2 (tau: Kirchhoff stress)
     scatter (pairs)      m_i += w_ip m_p;  (m v)_i += w_ip (m_p v_p + A_p (x_i - x_p))
     grid (cells)         v_i = (m v)_i / m_i + dt g, then the walls: inside the boundary band (3 cells) a wall
                          stops the velocity into it, and the floor acts on the tangential velocity v_t of a cell
@@ -20,7 +21,11 @@ lambda = E nu / ((1 + nu)(1 - 2 nu)) of each particle group:
     "neo_hookean" (default)  tau = G (F F^T - I) + lambda ln(J) I
     "corotated"              tau = 2 G (F - R) F^T + lambda J (J - 1) I, R the rotation of F's polar decomposition
     "fluid"                  tau = K J (J - 1) I with K = lambda + 2 G / d, the bulk modulus of the solid with the
-                             same E and nu; no shear stress, and F_p' keeps only the volume change: J'^(1/d) I
+                             same E and nu; no shear stress, and P keeps only the volume change: P(F) = J^(1/d) I
+    "von_mises"              corotated elasticity, perfectly plastic beyond the yield stress: P brings the left
+                             stretch V of F = V R back onto the von Mises surface, |dev V| <= yield / (sqrt(6) G)
+                             (|dev V| the small-strain deviatoric strain; sqrt(3/2) |s| <= yield, s = 2 G dev V)
+The solids' P is the identity.
 Actuated particles add an active stress along their fibre (the vertical axis, as DiffTaichi's soft robots):
 tau += a s F e_y e_y^T F^T, for the action a of their actuator and the parameter s = "actuation". The grid is
 scratch recomputed in the backward pass (keep=False): memory per step is the particles' state only.
@@ -62,6 +67,21 @@ def polar_rotation(F: ti.template()):
 
 
 @ti.func
+def von_mises_return(F: ti.template(), limit):
+    """F with its left stretch V (F = V R) brought back onto the von Mises yield surface where it lies outside: the
+    deviatoric part of V, the small-strain deviatoric strain, shrunk to the length `limit`, R and the mean stretch
+    kept (radial return, perfectly plastic). The 1e-30 keeps the length's derivative finite at V = I."""
+    R = polar_rotation(F)
+    V = F @ R.transpose()
+    V = 0.5 * (V + V.transpose())
+    identity = ti.Matrix.identity(float, F.n)
+    mean = V.trace() / F.n
+    deviator = V - mean * identity
+    length = ti.sqrt((deviator * deviator).sum() + 1e-30)
+    return (mean * identity + ti.min(1.0, limit / length) * deviator) @ R
+
+
+@ti.func
 def neo_hookean(F: ti.template(), G, la):
     identity = ti.Matrix.identity(float, F.n)
     return G * (F @ F.transpose() - identity) + la * ti.log(F.determinant()) * identity
@@ -80,7 +100,7 @@ def fluid(F: ti.template(), G, la):
     return (la + 2.0 * G / F.n) * J * (J - 1.0) * ti.Matrix.identity(float, F.n)
 
 
-MATERIALS = {"neo_hookean": neo_hookean, "corotated": corotated, "fluid": fluid}
+MATERIALS = {"neo_hookean": neo_hookean, "corotated": corotated, "fluid": fluid, "von_mises": corotated}
 
 
 @dataclass
@@ -201,6 +221,8 @@ class MPM(System):
         Quantity("nu", 0.2, "-", "Poisson's ratio of each material group", shape=("n_groups",), bounds="[0, 0.5)"),
         Quantity("rho", 1000.0, "kg/m^3", "density of each material group (2D: kg/m^2)", shape=("n_groups",),
                  bounds="(0, inf)"),
+        Quantity("yield_stress", 200.0, "Pa", "von Mises yield stress of each material group (material=\"von_mises\")",
+                 shape=("n_groups",), bounds="(0, inf)"),
         Quantity("g", 9.8, "m/s^2", "gravitational acceleration", bounds="[0, inf)"),
         Quantity("mu", 0.5, "-", "Coulomb friction coefficient of the floor (floor=\"friction\")", bounds="[0, inf)"),
         Quantity("actuation", 1000.0, "Pa", "active fibre stress per unit activation", bounds="[0, inf)"),
@@ -216,6 +238,8 @@ class MPM(System):
     SCRATCH = (
         Scratch("affine", "kg/s", "affine momentum of each point: m C minus its stress term", shape=("n_particles",
                 "dim", "dim"), keep=False),
+        Scratch("deformation", "-", "each point's deformation gradient after the step: F' made admissible by the "
+                "material", shape=("n_particles", "dim", "dim"), keep=False),
         Scratch("grid_mass", "kg", "mass of each grid cell", shape=("n_cells",), keep=False),
         Scratch("grid_momentum", "kg m/s", "momentum of each grid cell", shape=("n_cells", "dim"), keep=False),
         Scratch("grid_velocity", "m/s", "velocity of each grid cell after forces and walls", shape=("n_cells", "dim"),
@@ -303,6 +327,18 @@ class MPM(System):
         return (identity + dt * self.state(x, "C", b, t, p)) @ self.state(x, "F", b, t, p)
 
     @ti.func
+    def admissible(self, F, theta: ti.template(), b, g):
+        """What of F' the material keeps: all of it for a solid, the volume change for a fluid, the part inside the
+        yield surface for von Mises plasticity (the rest is plastic flow, forgotten)."""
+        if ti.static(self.material == "fluid"):
+            return ti.pow(F.determinant(), 1.0 / self.dim) * ti.Matrix.identity(float, self.dim)
+        if ti.static(self.material == "von_mises"):
+            E, nu = self.param(theta, "E", b, g), self.param(theta, "nu", b, g)
+            # sqrt(3/2) |s| <= yield with s = 2 G dev(strain): |dev(strain)| <= yield / (sqrt(6) G)
+            return von_mises_return(F, self.param(theta, "yield_stress", b, g) * 2.0 * (1.0 + nu) / (ti.sqrt(6.0) * E))
+        return F
+
+    @ti.func
     def mass(self, theta: ti.template(), b, p):
         return self.param(theta, "rho", b, self.group_of[p]) * self.volume
 
@@ -311,7 +347,8 @@ class MPM(System):
     def stress(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, p):
         """Point p's affine momentum m_p C_p - 4 dt V_p tau_p / h^2, with tau_p the Kirchhoff stress at F'."""
         g = self.group_of[p]
-        F = self.deformed(x, dt, b, t, p)
+        F = self.admissible(self.deformed(x, dt, b, t, p), theta, b, g)
+        self.accumulate(w, "deformation", b, t, p, F)
         fibre = F @ ti.Vector.unit(self.dim, 1, float)
         active = self.actuated[p] * self.action(u, "activation", b, t, self.actuator_of[p])
         E, nu = self.param(theta, "E", b, g), self.param(theta, "nu", b, g)
@@ -355,8 +392,4 @@ class MPM(System):
         self.advance(x, "vel", b, t, p, v)
         self.advance(x, "C", b, t, p, (4.0 * self.n_grid ** 2) * v.outer_product(d))
         self.advance(x, "pos", b, t, p, first * self.state(x, "pos", b, t, p) + dt * v)
-        if ti.static(self.material == "fluid"):  # a fluid keeps only its volume change, J = det F, not its shear
-            J = self.deformed(x, dt, b, t, p).determinant()
-            self.advance(x, "F", b, t, p, first * ti.pow(J, 1.0 / self.dim) * ti.Matrix.identity(float, self.dim))
-        else:
-            self.advance(x, "F", b, t, p, first * self.deformed(x, dt, b, t, p))
+        self.advance(x, "F", b, t, p, first * self.scratch(w, "deformation", b, t, p))
