@@ -10,8 +10,7 @@
 # normalized before Adam's step and the best gait seen is kept.
 # Why this recipe (measured; the README has the figures): over 1 s (2,000 steps) the walk is chaotic, a step of
 # 0.01 along the gradient already loses 4 cm where the slope promised a gain, and seeds stall or blow up; over 0.5 s
-# a step of 0.1 still gains what the slope predicts. A Coulomb floor (mu = 1) learned less steadily than a sticky
-# one.
+# a step of 0.1 still gains what the slope predicts.
 # Prints the distance walked per iteration and writes out/mpm_walker.gif (the first gait above the best one) and
 # out/mpm_walker.json (dimension, seed, the first and the best distance in metres and in body lengths, iterations,
 # seconds). With --gui it then replays the best gait in a window until it is closed (in 3D the camera circles the
