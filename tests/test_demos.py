@@ -177,3 +177,17 @@ def test_mpm_walker_runs_and_reports_its_best_gait(tmp_path):
     assert figures["best"] == pytest.approx(r["best"]) and figures["dim"] == 2
     assert figures["horizon_s"] == pytest.approx(0.1)
     assert 2_000 < (tmp_path / "mpm_walker.gif").stat().st_size < 500_000
+
+
+@pytest.mark.perturbed
+def test_mpm_walker_learns_to_move_right():
+    """On a 0.2 s horizon, 8 Adam steps along the backward pass's gradient move every one of three walkers further
+    right: measured gains 0.048, 0.036 and 0.042 m for seeds 0-2 (each step gained, in every seed 0-5), asserted at
+    half the smallest, and a median best of at least 0.035 m (measured 0.049)."""
+    walker = load_demo("mpm_walker")
+    gains, best = [], []
+    for seed in range(3):
+        _, _, distances, _ = walker.walk(2, seed, 8, horizon=400, report=lambda line: None)
+        gains.append(distances["best"] - distances["first"])
+        best.append(distances["best"])
+    assert min(gains) > 0.018 and np.median(best) > 0.035, (gains, best)
