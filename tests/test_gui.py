@@ -110,7 +110,8 @@ def test_mpm_walker_replays_its_best_gait_offscreen(tmp_path, monkeypatch):
     """With --gui the walker replays its best gait in a window; offscreen, once. Without a display it says so and
     exits with status 2 before any optimization."""
     walker = load_demo("mpm_walker")
-    r = walker.main(["--iterations", "1", "--horizon", "100", "--gui", "--offscreen", "--out", str(tmp_path)])
+    r = walker.main(["--iterations", "1", "--horizon", "100", "--starts", "1", "--gui", "--offscreen", "--out",
+                     str(tmp_path)])
     assert r["replays"] == 1
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
