@@ -1,6 +1,7 @@
 # tisim next to its peers, all in one process run: hand-written Taichi (DiffTaichi style: per-step fields, one
 # launch per phase per step, ti.ad.Tape), JAX (jit + lax.scan, vmap over a batch), Warp (wp.Tape, one launch per
-# step) and PyTorch eager, each implementing the same equations (peers_cartpole.py, peers_mass_spring.py).
+# step) and PyTorch eager, each implementing the same equations (peers_cartpole.py, peers_mass_spring.py,
+# peers_mpm.py: tisim, hand-written Taichi and JAX only).
 #
 # Workloads (design.md's reference definitions):
 #   cartpole        Gymnasium's cart-pole, continuous force, theta from upright, semi-implicit Euler, T=500, B=1,
@@ -8,6 +9,13 @@
 #   cartpole_batch  the same, B=1024 environments with different initial angles, T=200, f64
 #   mass_spring     the reference 2D mass-spring body, 256 particles (32 x 8) and 2,048 (32 x 64), T=400, f32;
 #                   loss = minus the mean x of all particles at T
+#   mpm             tisim's MPM (MLS-MPM, APIC, neo-Hookean, sticky floor, its default parameters, dt 2e-4): a 2D box
+#                   of 4,096 points (64 x 64, spacing h/2) resting on the floor of a 64^2 grid, T=256, f32, four
+#                   actuators (equal slabs along x) driven by phase-shifted 5 Hz sines of amplitude 0.5; loss = minus
+#                   the mean x of all points at T
+#                   and the same in 3D: 8,000 points (20^3) on a 32^3 grid, T=128, f32. Compiling is slow here: on 2
+#                   CPU cores the hand-written 3D reverse kernel (the 27-cell stencil unrolled) takes about 3.5
+#                   minutes per float type, tisim's about 1 to 2 (both then kept in Taichi's offline cache)
 # Per implementation and workload, what one optimizer iteration pays, from numpy actions to numpy results:
 #   forward = rollout + loss;   fwd+bwd = rollout + loss + backward pass + dL/d(actions) as numpy.
 # The first call of each (JIT compile or a cache load; forward first, then fwd+bwd) is reported apart from the
@@ -19,10 +27,18 @@
 # 1e-6). The mass-spring gradient at T=400 explodes through the stiff tanh friction (its largest entries move by
 # O(1) under f32 rounding, and at 2,048 particles even under f64 summation order), so at T=400 it is reported, not
 # asserted, and the f32 loss at 2,048 particles is asserted to 5e-4 (measured spread between peers: about 1e-4).
+# MPM: the equations are proven the same in f64 on small instances (16^2 grid, 192 points, T=20; 12^3, 216 points,
+# T=10): loss and dL/du to 1e-9 (measured: 1e-14). The f32 loss is 0.5 minus a displacement of only 1.5e-5 (2D) or
+# 1.3e-6 (3D) of it, so its agreement checks rounding more than physics: asserted to 1e-5 (2D; measured up to
+# 1.5e-6) and 1e-4 (3D; measured up to 3.4e-5: the Taichi versions' f32 running sum of -x_p / N over 8,000 points
+# alone is off by 3.3e-5, while the hand-written f32 positions summed in f64 are within 1e-8 of f64's mean, and so is
+# JAX's pairwise mean). The f32 dL/du is reported, not asserted (measured against the f64 gradient: 4e-6 to 2.3e-5 of
+# max |dL/du| for every implementation, 2D and 3D).
 # A peer whose package is missing gets a row that says so; one that fails says why.
 #
 #     TI_SKIP_VERSION_CHECK=ON TI_OFFLINE_CACHE_FILE_PATH=.cache/taichi .venv/bin/python benchmarks/peers.py \
-#         [--workloads cartpole,cartpole_batch,mass_spring] [--repeats 30] [--budget 3] [--arch cpu|cuda] [--out out]
+#         [--workloads cartpole,cartpole_batch,mass_spring,mpm] [--repeats 30] [--budget 3] [--arch cpu|cuda] \
+#         [--out out]
 #     -> prints markdown tables and writes out/peers.md.   Peers: pip install -e '.[bench]'
 import argparse
 import faulthandler
@@ -42,12 +58,17 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import peers_cartpole  # noqa: E402
 import peers_mass_spring  # noqa: E402
+import peers_mpm  # noqa: E402
 
-WORKLOADS = ("cartpole", "cartpole_batch", "mass_spring")
+WORKLOADS = ("cartpole", "cartpole_batch", "mass_spring", "mpm")
 DISTRIBUTIONS = {"taichi": "taichi", "jax": "jax", "warp": "warp-lang", "torch": "torch"}
 POOL = 3  # action arrays cycled through, so every timed iteration sees new actions
 MIN_REPEATS = 3
 KINDS = ("forward", "gradient")
+MPM_DIMS = (2, 3)
+MPM_HORIZONS = {2: 256, 3: 128}  # the timed cases
+MPM_CHECK_HORIZONS = {2: 20, 3: 10}  # the float64 agreement checks, on small instances
+MPM_LOSS_TOL = {2: 1e-5, 3: 1e-4}  # f32, relative to the loss, about 0.5: rounding, not the physics (see the header)
 
 
 class Case:
@@ -87,6 +108,21 @@ def mass_spring_case(n, horizon, precision, devices):
                 None)
 
 
+def mpm_case(dim, precision, devices, check=False):
+    n_grid, points = (peers_mpm.CHECKS if check else peers_mpm.SIZES)[dim]
+    horizon = (MPM_CHECK_HORIZONS if check else MPM_HORIZONS)[dim]
+    scene = peers_mpm.block(dim, n_grid, points)
+    dtype = np.float32 if precision == "f32" else np.float64
+    pool = [peers_mpm.actions(horizon, 2 * np.pi * p / POOL, dtype) for p in range(POOL)]
+    factories = {label: (package, lambda device, f=f: f(scene, horizon, dtype, device))
+                 for label, (f, package) in peers_mpm.IMPLEMENTATIONS.items()}
+    title = (f"MPM {dim}D, {n_grid}^{dim} grid, {len(scene.body.particles):,} points, {peers_mpm.ACTUATORS} actuators, "
+             f"T={horizon}, {precision}")
+    if check:  # the same equations: every peer to rounding in float64
+        return Case(title, "f64", _with_devices(factories, devices), pool, 1e-9, 1e-9, timed=False)
+    return Case(title, "f32", _with_devices(factories, devices), pool, MPM_LOSS_TOL[dim], None)
+
+
 def _with_devices(factories, devices):
     return {label: (package, make, devices.get(package, "")) for label, (package, make) in factories.items()}
 
@@ -100,7 +136,11 @@ def plan(workloads, devices):
         cases.append(cartpole_case(1024, 200, devices))
     if "mass_spring" in workloads:
         cases += [mass_spring_case(n, 200, "f64", devices) for n in peers_mass_spring.GRIDS]
+    mpm_dims = MPM_DIMS if "mpm" in workloads else ()
+    cases += [mpm_case(dim, "f64", devices, check=True) for dim in mpm_dims]
+    if "mass_spring" in workloads:
         cases += [mass_spring_case(n, 400, "f32", devices) for n in peers_mass_spring.GRIDS]
+    cases += [mpm_case(dim, "f32", devices) for dim in mpm_dims]
     return cases
 
 
