@@ -49,9 +49,11 @@ POLAR_ITERATIONS = 6  # scaled Newton steps of the polar decomposition (material
 
 
 # The material laws: Kirchhoff stress tau(F) for the shear modulus G and the Lame parameter lambda.
-# Compiling their reverse mode, Taichi 1.7 may warn "Loading variable ... before anything is stored to it" from its
-# matrix product (reported upstream as taichi-dev/taichi#8454); which systems it warns for is erratic (adding one
-# scalar parameter made it appear). The gradients are checked against central differences in tests/test_mpm.py.
+# Taichi 1.7's warning "Loading variable ... before anything is stored to it" (taichi-dev/taichi#8454) is not
+# harmless: while the gather multiplied F' (a matrix product) into the next state per pair, the reverse kernel
+# warned so and its float32 dL/dF was wrong (98% of the largest dL/du at T = 256, found by benchmarks/peers.py),
+# while float64 was right. F' is now computed once per point, into scratch; tests/test_mpm.py compares float32
+# gradients with float64 ones.
 @ti.func
 def polar_rotation(F: ti.template()):
     """R of the polar decomposition F = R S, by Newton's iteration with Frobenius-norm scaling (Higham):
