@@ -169,6 +169,8 @@ def main(argv=None):
           f"{distances['best']:+.3f} m ({figures['best_body_lengths']:.2f} body lengths) with the best of "
           f"{result.iterations} iterations ({result.seconds:.0f} s); wrote {gif}")
     replays = replay(sim, actions["best"], window, rounds=1 if args.offscreen else None) if window else 0
+    if isinstance(window, Scene):
+        window.close()
     return dict(figures, recorded=distances["recorded"], history=result.history, gif=gif, replays=replays)
 
 

@@ -3,49 +3,19 @@ screen into uint8 images (H, W, 3) like the 2D drawings of tisim.viz, or shown i
 
 Off screen, no display is needed, only a Vulkan driver: on Debian, libvulkan1 and mesa-vulkan-drivers (lavapipe, a
 software renderer; .ci/run installs them). Where there is none, ``Scene`` raises WindowUnavailable saying what to
-install. One GGUI window is made per picture size and kept (making one costs about half a second); a Taichi restart
-(tisim.init with other settings) ends it and the next picture makes another.
+install. A scene owns its GGUI window and the fields GGUI reads: close it (or use it as a context manager) when done.
+Nothing outlives it: a window or a field held in a module until the interpreter exits crashed the exit (a segfault
+after the test suite had passed, when Taichi's program was already gone).
 
-    scene = Scene((480, 360))
-    scene.look(from_=(1.6, 1.0, 2.2), at=(0.5, 0.2, 0.5))
-    picture = scene.render(points, colors, radius=0.005, floor=0.09)
+    with Scene((480, 360)) as scene:
+        scene.look(from_=(1.6, 1.0, 2.2), at=(0.5, 0.2, 0.5))
+        picture = scene.render(points, colors, radius=0.005, floor=0.09)
 """
 import numpy as np
 import taichi as ti
 
 from tisim import runtime
 from tisim.gui import WindowUnavailable, window_problem
-
-_windows = {}  # (size, offscreen) -> (runtime generation, GGUI window)
-_fields = {}  # (runtime generation, kind, n) -> a float32 vector field GGUI reads from
-
-
-def _window(size, offscreen, title):
-    key = (tuple(size), offscreen)
-    held = _windows.get(key)
-    if held and held[0] == runtime.generation():
-        return held[1]
-    problem = window_problem(offscreen)
-    if problem:
-        raise WindowUnavailable(f"3D pictures need GGUI: {problem}")
-    runtime.ensure_init()
-    try:
-        window = ti.ui.Window(title, tuple(size), vsync=False, show_window=not offscreen)
-    except Exception as error:  # GGUI reports a missing Vulkan device as a generic error
-        raise WindowUnavailable(f"3D pictures: GGUI could not start ({error}); install libvulkan1 and "
-                                "mesa-vulkan-drivers") from None
-    _windows[key] = (runtime.generation(), window)
-    return window
-
-
-def _field(kind, values):
-    """A float32 field of 3-vectors holding values (n, 3), one per (kind, n), kept for the next picture."""
-    key = (runtime.generation(), kind, len(values))
-    if key not in _fields:
-        _fields[key] = ti.Vector.field(3, ti.f32, shape=len(values))
-    field = _fields[key]
-    field.from_numpy(np.ascontiguousarray(values, dtype=np.float32))
-    return field
 
 
 class Scene:
@@ -55,9 +25,45 @@ class Scene:
         if len(size) != 2 or min(size) < 16:
             raise ValueError(f"Scene: size must be (width, height) of at least 16 pixels, got {size!r}")
         self.size, self.offscreen = tuple(int(s) for s in size), offscreen
-        self.window = _window(self.size, offscreen, title)
+        problem = window_problem(offscreen)
+        if problem:
+            raise WindowUnavailable(f"3D pictures need GGUI: {problem}")
+        runtime.ensure_init()
+        try:
+            self.window = ti.ui.Window(title, self.size, vsync=False, show_window=not offscreen)
+        except Exception as error:  # GGUI reports a missing Vulkan device as a generic error
+            raise WindowUnavailable(f"3D pictures: GGUI could not start ({error}); install libvulkan1 and "
+                                    "mesa-vulkan-drivers") from None
         self.camera = ti.ui.Camera()
+        self._fields, self._trees = {}, []
         self.look()
+
+    def close(self):
+        """Destroy the window and the fields (idempotent)."""
+        for tree in self._trees:
+            tree.destroy()
+        self._fields, self._trees = {}, []
+        if self.window is not None:
+            self.window.destroy()
+            self.window = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _field(self, kind, values):
+        """A float32 field of 3-vectors holding values (n, 3), one per (kind, n), kept for the next picture."""
+        key = (kind, len(values))
+        if key not in self._fields:
+            builder = ti.FieldsBuilder()
+            field = ti.Vector.field(3, ti.f32)
+            builder.dense(ti.i, len(values)).place(field)
+            self._trees.append(builder.finalize())
+            self._fields[key] = field
+        self._fields[key].from_numpy(np.ascontiguousarray(values, dtype=np.float32))
+        return self._fields[key]
 
     def look(self, from_=(1.2, 0.75, 1.75), at=(0.5, 0.15, 0.5)):
         """Put the camera at from_, looking at at, y up (the default sees the unit square's floor from the front
@@ -81,9 +87,10 @@ class Scene:
         if floor is not None:
             corners = np.array([[0.0, floor, 0.0], [1.0, floor, 0.0], [1.0, floor, 1.0], [0.0, floor, 1.0]])
             up = np.tile([0.0, 1.0, 0.0], (6, 1))  # given, not left to GGUI's normals kernel (it warns on a cast)
-            scene.mesh(_field("floor", corners[[0, 1, 2, 0, 2, 3]]), normals=_field("up", up), color=(0.88, 0.85, 0.78),
-                       two_sided=True)
-        scene.particles(_field("points", points), radius=float(radius), per_vertex_color=_field("colors", colors))
+            scene.mesh(self._field("floor", corners[[0, 1, 2, 0, 2, 3]]), normals=self._field("up", up),
+                       color=(0.88, 0.85, 0.78), two_sided=True)
+        scene.particles(self._field("points", points), radius=float(radius),
+                        per_vertex_color=self._field("colors", colors))
         canvas = self.window.get_canvas()
         canvas.set_background_color((1.0, 1.0, 1.0))
         canvas.scene(scene)

@@ -396,8 +396,8 @@ def frames(system, traj, params=None, *, batch_index=0, every=1, size=(320, 240)
             theta["actuated"] = system.body.actuators >= 0
     steps = range(0, len(next(iter(one.values()))), every)
     if theta.get("dim") == 3:  # through GGUI's 3D scene, seen by its default camera (WindowUnavailable without Vulkan)
-        view = Scene(size)
-        return [view.render(**DRAW3D[name]({k: v[t] for k, v in one.items()}, theta)) for t in steps]
+        with Scene(size) as view:
+            return [view.render(**DRAW3D[name]({k: v[t] for k, v in one.items()}, theta)) for t in steps]
     if bounds is None:
         bounds = VIEWS[name](one, theta) if name in VIEWS else (-1.0, 1.0, -1.0, 1.0)
     pictures = []
