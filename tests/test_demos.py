@@ -169,7 +169,8 @@ def test_mpm_sysid_recovers_the_jelly(tmp_path):
 def test_mpm_walker_runs_and_reports_its_best_gait(tmp_path):
     """A short run (0.1 s, 3 iterations) of the MPM walker: the best gait's distance, walked again after the run,
     is the one recorded during it, and the figures land in mpm_walker.json beside the GIF. How far the full demo
-    walks is measured in the README, not asserted here (100 iterations of 2,000 steps take 4 minutes)."""
+    walks is measured in the README, not asserted here (100 iterations of 1,000 steps, three gaits side by side,
+    took 7 to 12 minutes a seed here)."""
     r = load_demo("mpm_walker").main(["--iterations", "3", "--horizon", "200", "--starts", "2", "--out",
                                       str(tmp_path)])
     assert r["best"] == pytest.approx(r["recorded"], rel=1e-5, abs=1e-7) and np.isfinite(r["first"])
