@@ -381,6 +381,7 @@ def test_a_missing_body_file_names_the_known_ones():
     (lambda: MPM(horizon=2, floor="ice"), ValueError, r"floor must be one of \['sticky', 'slip', 'friction'\]"),
     (lambda: MPM(horizon=2, material="clay"), ValueError, r"material must be one of \['neo_hookean', 'corotated'"),
     (lambda: MPM(horizon=2, mu=-0.1), ValueError, r"mu must be in \[0, inf\)"),
+    (lambda: MPM(horizon=2, yield_stress=0.0), ValueError, r"yield_stress must be in \(0, inf\)"),
     (lambda: MPM(horizon=2, nu=0.5), ValueError, r"nu must be in \[0, 0.5\)"),
 ])
 def test_bad_input(make, error, message):
