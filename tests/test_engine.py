@@ -237,3 +237,10 @@ def test_gpu_code_paths_agree_with_the_cpu_ones():
     assert gpu_sim._per_step and not gpu_sim._launch._cpu
     for got, want in zip(results, expected):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+
+
+def test_a_long_list_of_bad_entries_is_cut_short():
+    """A NonFiniteError names at most 8 entries and counts the rest (an MPM blow-up listed hundreds)."""
+    from tisim.derivatives import named
+    assert named([f"pos[{i}]" for i in range(20)]) == ", ".join(f"pos[{i}]" for i in range(8)) + " and 12 more"
+    assert named(["x", "v"]) == "x, v"
