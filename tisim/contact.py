@@ -12,9 +12,16 @@ Normal force from penetration depth d >= 0 (d < 0: apart) and normal velocity vn
         spring-damper: the realized restitution is exp(-tan(phi) (pi - 2 phi)), phi = asin(zeta) (Schwager and
         Poeschel 2007), 0.808 for e = 0.8 and 0.397 for e = 0.3 (measured in tests/test_bouncing_ball.py).
 
+    penalty_normal_soft_compression(d, vn, k, c, s)   the same with the softness s >= 0: k act(d) - c min(vn, 0)
+                                     gate(d), act and gate as penalty_normal's soft form; exactly the hard law at s = 0.
+                                     Smooth in d; the damping's switch at vn = 0 stays (a body at rest sits on it).
+
 Tangential (friction) force from tangential velocity vt and normal force fn:
     friction_coulomb_tanh(vt, fn, mu, eps)    ft = -mu fn tanh(vt / eps)
     friction_coulomb_huber(vt, fn, mu, eps)   ft = -mu fn clamp(vt / eps, -1, 1)   (gradient of a Huber function)
+    friction_isotropic_tanh(vt, fn, mu, eps)  for a tangential velocity vector (2 or 3 entries): the force
+        -mu fn tanh(|vt| / eps) vt / |vt|, the same law in every tangential direction; along a line it is
+        friction_coulomb_tanh. tanh(s) / s is even in s, so the law is smooth at zero slip (there: -mu fn vt / eps).
     friction_clip_to_stop(ft, vt, m, dt)      ft clipped to |ft| <= m |vt| / dt, for an explicit step of the laws above:
         when dt mu fn / (m eps) > 1 the regularized law is stiff, and unclipped it would carry vt through zero and
         chatter (growing, up to mu fn dt / m per step); clipped, friction at most stops the body within the step.
@@ -33,6 +40,8 @@ import math
 import taichi as ti
 
 from tisim.integrators import ballistic
+
+DISTANCE_FLOOR = 1e-30  # added under square roots: coincident centres give n = 0, zero slip no direction, not a NaN
 
 
 @ti.func
@@ -95,6 +104,24 @@ def friction_stick_slip(v_free, fn, mu_s, mu, m, dt):
 
 
 @ti.func
+def penalty_normal_soft_compression(d, vn, k, c, s):
+    # branch-free, like penalty_normal_compression; s is floored so that the soft form, computed and then not
+    # selected at s = 0, stays finite (a NaN there would reach the gradient as 0 * NaN)
+    soft = ti.max(s, 1e-30)
+    z = d / soft
+    act = soft * (ti.max(z, 0.0) + ti.log(1.0 + ti.exp(-ti.abs(z))))
+    gate = ti.exp(ti.min(z, 0.0)) / (1.0 + ti.exp(-ti.abs(z)))
+    hard = (k * d - c * ti.min(vn, 0.0)) * ti.select(d > 0.0, 1.0, 0.0)
+    return ti.select(s > 0.0, k * act - c * ti.min(vn, 0.0) * gate, hard)
+
+
+@ti.func
+def friction_isotropic_tanh(vt, fn, mu, eps):
+    s = ti.sqrt(vt.dot(vt) + DISTANCE_FLOOR)
+    return -mu * fn * ti.tanh(s / eps) / s * vt
+
+
+@ti.func
 def restitution_toi(y, v, a, e, dt):
     y_next, v_next = ballistic(y, v, a, dt)
     if y_next < 0.0 and y >= 0.0:
@@ -124,7 +151,6 @@ def restitution_toi(y, v, a, e, dt):
 #     disk_box(p, r, pb, angle, h)    s = the box point closest to the disc centre:  d = r - |p - s|,  n = (p - s) / |.|
 #                                     (a centre inside the box is pushed out through the nearest face: d = r + depth)
 # Non-smooth: the contact switch d = 0, the nearest-face switch (|q'x| and |q'y|), the clamp to the box outline.
-DISTANCE_FLOOR = 1e-30  # [m^2] added under square roots: coincident centres give n = 0, not a NaN gradient
 
 
 @ti.func
@@ -184,3 +210,52 @@ def disk_box(p, r, pb, angle, h):
     d = ti.select(inside, r + depth, r - distance)
     surface = pb + rotate(angle, ti.select(inside, q + depth * face, s))
     return d, n, 0.5 * (surface + p - r * n)
+
+
+# ---- a point against static shapes, in 2D or 3D (MassSpring) ------------------------------------------------------
+# Each returns (d, n): the depth d of the point inside the shape (> 0 in contact) and the unit normal n along which
+# the shape pushes it out. point_contact turns them into a penalty force with isotropic friction.
+#     point_ground(p)              the floor y = 0 (y is up in 2D and 3D):  d = -p_y,  n = e_y
+#     point_sphere(p, c, r)        a disc or ball:  d = r - |p - c|,  n = (p - c) / |p - c|
+#     point_box(p, c, h)           an axis-aligned box of half extents h:  d = min_k (h_k - |q_k|), q = p - c,
+#                                  n = sign(q_k) e_k along the axis of that minimum (the nearest face); d < 0 outside
+# Non-smooth: the contact switch d = 0, and the box's nearest-face switch.
+@ti.func
+def point_ground(p):
+    return -p[1], ti.Vector([1.0 if k == 1 else 0.0 for k in ti.static(range(p.n))])
+
+
+@ti.func
+def point_sphere(p, c, r):
+    delta = p - c
+    distance = ti.sqrt(delta.dot(delta) + DISTANCE_FLOOR)
+    return r - distance, delta / distance
+
+
+@ti.func
+def point_box(p, c, h):
+    q = p - c
+    depth = h - ti.abs(q)
+    d = depth.min()
+    # built whole, not entry by entry: a store into an entry of a local vector made Taichi 1.7's reverse pass
+    # warn "Loading variable ... before anything is stored", the sign of silently wrong gradients
+    n = ti.Vector([first_minimum(depth, d, k) * ti.select(q[k] >= 0.0, 1.0, -1.0) for k in ti.static(range(p.n))])
+    return d, n
+
+
+@ti.func
+def first_minimum(depth, d, k: ti.template()):
+    """1 if axis k is the first whose depth is the minimum d (ties go to the first axis), else 0."""
+    w = ti.select(depth[k] <= d, 1.0, 0.0)
+    for j in ti.static(range(k)):
+        w *= ti.select(depth[j] <= d, 0.0, 1.0)
+    return w
+
+
+@ti.func
+def point_contact(d, n, v, k, c, s, mu, eps):
+    """The force on a point at depth d along the normal n moving at v: a penalty normal force (softness s, damped
+    while compressing) and isotropic regularized Coulomb friction on the tangential velocity."""
+    vn = v.dot(n)
+    fn = penalty_normal_soft_compression(d, vn, k, c, s)
+    return fn * n + friction_isotropic_tanh(v - vn * n, fn, mu, eps)

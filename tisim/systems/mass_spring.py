@@ -1,13 +1,17 @@
-"""A 2D mass-spring body: particles joined by damped springs, some of them actuated, on a ground with friction.
+"""A mass-spring body in 2D or 3D from one code: particles joined by damped springs, some of them actuated, on a
+ground with friction, against static spheres and boxes; some particles may be pinned (a cloth's corners).
 
 For a spring s = (i, j) with rest length rest_s and actuator activation a (0 for passive springs):
     d = x_j - x_i,  r = |d|,  n = d / r,  L = rest_s (1 + a)
     f_s = (k_s (r - L) + c (v_j - v_i) . n) n        added to particle i, subtracted from particle j
     (c is the parameter "damping": in tisim "c" names rotational damping at a pivot, in N m s)
-Ground y = 0:  depth p = -y;  fn = kc p - kd min(vy, 0) while p > 0 (penalty_normal_compression);
-               ft = -mu fn tanh(vx / eps) (friction_coulomb_tanh)
-Each particle: m v' = sum of spring forces + (ft, fn) - m g e_y; semi-implicit Euler.
-This is the reference workload of design.md exactly. Non-smooth: the ground contact switch.
+Contact (tisim.contact's point_contact) with the ground y = 0 (y is up), each sphere (sphere_center, sphere_radius)
+and each axis-aligned box (box_center, box_half): at depth p > 0 along the shape's normal n,
+    fn = kc act(p) - kd min(v . n, 0) gate(p)   (softness s = 0: act(p) = p, gate = 1: penalty_normal_compression)
+    ft = -mu fn tanh(|v_t| / eps) v_t / |v_t|   (isotropic; in 2D on the ground, friction_coulomb_tanh of v_x)
+Each particle: m v' = sum of spring forces + contact forces - drag v - m g e_y; semi-implicit Euler. A pinned
+particle stays where it is (its velocity zero). In 2D without obstacles this is the reference workload of design.md
+exactly. Non-smooth: the contact switches.
 
 Explicit steps of the dissipative laws have limits of their own, beside the springs' stability limit: a particle
 pressing into the ground loses dt kd / m of its normal velocity per step, so at dt kd / m = 2 (dt = 1 ms with the
@@ -16,15 +20,17 @@ dt mu fn / (m eps) > 1. Neither blows up, but rollouts near those limits chatter
 do their gradients: a soft walker at dt = 1 ms gave adjoints that a 1e-9 change of the initial state turned around
 (demos/soft_walker.py runs at the default dt = 0.5 ms, with eps = 0.1 m/s).
 
-Layout: pos and vel are (n_particles, 2); k and rest are per spring; damping, m, kc, kd, mu, eps, g are global. The
-topology (which particles each spring joins, which actuator drives it) is structure: it lives in Taichi fields on the
-kernel host, one set per distinct robot. The step has two forms (the engine's `schedule`). "phased": each spring's
-force once into scratch, then each particle sums its springs' forces from a padded incidence table. "items": each
-particle evaluates its own springs from that table (every spring twice), in one branch-free loop, the schedule
-taichi-facts.md found correct and fast. They agree to rounding (tests/test_mass_spring.py). On a CPU both cost the
-same (benchmarks/peers.py, 256 particles: 15.9 / 49.9 ms items, 16.3 / 50.8 ms phased, forward / forward+backward,
-f32, T=400), and items is the default: its backward pass is one kernel, the phased one a launch per step. At 2,048
-particles the phased forward pass is 6% faster and its backward pass 28% slower. On a GPU phased is the default.
+Layout: pos and vel are (n_particles, dim), dim = 2 or 3 as the robot's particles; k and rest are per spring; the
+obstacles' centres and sizes are per obstacle; damping, m, kc, kd, softness, mu, eps, g are global. The topology
+(which particles each spring joins, which actuator drives it, which particles are pinned) and the number of obstacles
+are structure: topology lives in Taichi fields on the kernel host, one set per distinct robot. The step has two forms
+(the engine's `schedule`). "phased": each spring's force once into scratch, then each particle sums its springs'
+forces from a padded incidence table. "items": each particle evaluates its own springs from that table (every spring
+twice), in one branch-free loop, the schedule taichi-facts.md found correct and fast. They agree to rounding
+(tests/test_mass_spring.py). On a CPU both cost the same (benchmarks/peers.py, 256 particles: 15.9 / 49.9 ms items,
+16.3 / 50.8 ms phased, forward / forward+backward, f32, T=400), and items is the default: its backward pass is one
+kernel, the phased one a launch per step. At 2,048 particles the phased forward pass is 6% faster and its backward
+pass 28% slower. On a GPU phased is the default.
 """
 import os
 
@@ -32,7 +38,7 @@ import numpy as np
 import taichi as ti
 
 from tisim import runtime
-from tisim.contact import friction_coulomb_tanh, penalty_normal_compression
+from tisim.contact import point_box, point_contact, point_ground, point_sphere
 from tisim.engine import System
 from tisim.integrators import semi_implicit_euler
 from tisim.quantities import Quantity, Scratch
@@ -40,7 +46,11 @@ from tisim.robots import Robot, grid
 
 
 class MassSpring(System):
-    """A mass-spring robot from a ``Robot`` (or a robot name / JSON path); default: the 32 x 8 reference grid."""
+    """A mass-spring robot from a ``Robot`` (or a robot name / JSON path); default: the 32 x 8 reference grid.
+
+    spheres: [(centre, radius), ...] and boxes: [(centre, half extents), ...], static obstacles of the robot's
+    dimension (their number is structure; their centres and sizes are the parameters sphere_center, sphere_radius,
+    box_center and box_half)."""
 
     PARAMS = (
         Quantity("g", 9.8, "m/s^2", "gravitational acceleration", bounds="[0, inf)"),
@@ -49,37 +59,52 @@ class MassSpring(System):
         Quantity("rest", 0.05, "m", "rest length of each spring (default: as built)", shape=("n_springs",),
                  bounds="(0, inf)"),
         Quantity("damping", 2.0, "N s/m", "viscous damping along each spring (design.md's c)", bounds="[0, inf)"),
+        Quantity("drag", 0.0, "N s/m", "viscous drag on each particle moving through still air", bounds="[0, inf)"),
         Quantity("kc", 5000.0, "N/m", "ground contact stiffness", bounds="[0, inf)"),
         Quantity("kd", 20.0, "N s/m", "ground contact damping while compressing", bounds="[0, inf)"),
+        Quantity("softness", 0.0, "m", "contact softness (0: hard penalty contact)", bounds="[0, inf)"),
         Quantity("mu", 0.6, "-", "Coulomb coefficient with the ground", bounds="[0, inf)"),
         Quantity("eps", 0.05, "m/s", "velocity scale of the regularized friction law", bounds="(0, inf)"),
+        Quantity("sphere_center", 0.0, "m", "centre of each static sphere", shape=("n_spheres", "dim")),
+        Quantity("sphere_radius", 0.1, "m", "radius of each static sphere", shape=("n_spheres",), bounds="(0, inf)"),
+        Quantity("box_center", 0.0, "m", "centre of each static axis-aligned box", shape=("n_boxes", "dim")),
+        Quantity("box_half", 0.1, "m", "half extents of each static box", shape=("n_boxes", "dim"), bounds="(0, inf)"),
     )
     STATE = (
-        Quantity("pos", 0.0, "m", "particle positions (x, y)", shape=("n_particles", 2)),
-        Quantity("vel", 0.0, "m/s", "particle velocities", shape=("n_particles", 2)),
+        Quantity("pos", 0.0, "m", "particle positions (x, y) or (x, y, z), y up", shape=("n_particles", "dim")),
+        Quantity("vel", 0.0, "m/s", "particle velocities", shape=("n_particles", "dim")),
     )
     ACTION = (Quantity("activation", 0.0, "-", "fractional change of the rest length of each actuator's springs",
                        shape=("n_actuators",), bounds="(-1, inf)"),)
-    STRUCTURE = ("n_particles", "n_springs", "n_actuators", "degree")
-    SCRATCH = (Scratch("spring_force", "N", "force of each spring on its first particle", shape=("n_springs", 2)),)
+    STRUCTURE = ("dim", "n_particles", "n_springs", "n_actuators", "degree", "n_spheres", "n_boxes")
+    N_SPHERES_MIN = N_BOXES_MIN = 0
+    SCRATCH = (Scratch("spring_force", "N", "force of each spring on its first particle", shape=("n_springs", "dim")),)
     # the two forms of the step (see the module docstring)
     PHASES = (("springs", "n_springs"), ("particles", "n_particles"))
     ITEMS = "n_particles"
     DT = 5e-4
 
-    def __init__(self, horizon, batch=1, dt=None, robot=None, **values):
+    def __init__(self, horizon, batch=1, dt=None, robot=None, spheres=(), boxes=(), **values):
         if not (robot is None or isinstance(robot, (Robot, str, os.PathLike))):
             raise TypeError(f"MassSpring: robot must be a Robot, a robot name or a JSON file path, got "
                             f"{type(robot).__name__}")
         self.robot = grid(32, 8) if robot is None else robot if isinstance(robot, Robot) else Robot.load(robot)
+        dim = self.robot.dim
+        obstacles = {name: obstacle_table(name, given, dim, size)
+                     for name, given, size in (("spheres", spheres, ()), ("boxes", boxes, (dim,)))}
         spring_of = self.robot.incidence()[0]
-        sizes = dict(n_particles=len(self.robot.particles), n_springs=len(self.robot.springs),
-                     n_actuators=max(len(self.robot.actuators), 1), degree=spring_of.shape[1])
+        sizes = dict(dim=dim, n_particles=len(self.robot.particles), n_springs=len(self.robot.springs),
+                     n_actuators=max(len(self.robot.actuators), 1), degree=spring_of.shape[1],
+                     n_spheres=len(obstacles["spheres"][0]), n_boxes=len(obstacles["boxes"][0]))
         super().__init__(horizon, batch, dt, **sizes, **values)
         if "pos" not in values:
             self.set_initial_state(pos=self.robot.particles)
         if "rest" not in values:
             self.set_params(rest=self.robot.rest_lengths())
+        for (centre, size), names in ((obstacles["spheres"], ("sphere_center", "sphere_radius")),
+                                      (obstacles["boxes"], ("box_center", "box_half"))):
+            if len(centre):
+                self.set_params(**{n: v for n, v in zip(names, (centre, size)) if n not in values})
 
     def _topology_key(self):
         return self.robot.key()
@@ -93,10 +118,11 @@ class MassSpring(System):
         builder = ti.FieldsBuilder()
         host.spring_of, host.other_of, host.end = ti.field(ti.i32), ti.field(ti.i32), ti.field(ti.i32)
         host.present, host.sign = ti.field(real), ti.field(real)
-        host.actuator_of, host.actuated = ti.field(ti.i32), ti.field(real)
+        host.actuator_of, host.actuated, host.free = ti.field(ti.i32), ti.field(real), ti.field(real)
         builder.dense(ti.ij, spring_of.shape).place(host.spring_of, host.other_of, host.present, host.sign)
         builder.dense(ti.ij, (len(owner), 2)).place(host.end)
         builder.dense(ti.i, len(owner)).place(host.actuator_of, host.actuated)
+        builder.dense(ti.i, len(spring_of)).place(host.free)
         host.topology_tree = builder.finalize()
         host.spring_of.from_numpy(spring_of)
         host.other_of.from_numpy(other_of)
@@ -106,6 +132,7 @@ class MassSpring(System):
         host.end.from_numpy(self.robot.springs.astype(np.int32))
         host.actuator_of.from_numpy(np.maximum(owner, 0))  # passive springs read actuator 0 and weigh it by 0
         host.actuated.from_numpy((owner >= 0).astype(runtime.numpy_real()))
+        host.free.from_numpy(self.robot.free().astype(runtime.numpy_real()))
         return host
 
     @ti.func
@@ -121,18 +148,33 @@ class MassSpring(System):
 
     @ti.func
     def weight(self, theta: ti.template(), b):
-        return ti.Vector([0.0, -self.param(theta, "m", b, 0) * self.param(theta, "g", b, 0)])
+        w = -self.param(theta, "m", b, 0) * self.param(theta, "g", b, 0)
+        return ti.Vector([w if k == 1 else 0.0 for k in ti.static(range(self.dim))])
+
+    @ti.func
+    def contact(self, theta: ti.template(), b, p, v):
+        """The force of the ground and the obstacles on a particle at p moving at v."""
+        kc, kd, s = self.param(theta, "kc", b, 0), self.param(theta, "kd", b, 0), self.param(theta, "softness", b, 0)
+        mu, eps = self.param(theta, "mu", b, 0), self.param(theta, "eps", b, 0)
+        d, n = point_ground(p)
+        f = point_contact(d, n, v, kc, kd, s, mu, eps)
+        for q in ti.static(range(self.n_spheres)):
+            d, n = point_sphere(p, self.param(theta, "sphere_center", b, q), self.param(theta, "sphere_radius", b, q))
+            f += point_contact(d, n, v, kc, kd, s, mu, eps)
+        for q in ti.static(range(self.n_boxes)):
+            d, n = point_box(p, self.param(theta, "box_center", b, q), self.param(theta, "box_half", b, q))
+            f += point_contact(d, n, v, kc, kd, s, mu, eps)
+        return f
 
     @ti.func
     def move(self, x: ti.template(), theta: ti.template(), dt, b, t, i, f):
-        """Particle i under the force f (weight and springs) and the ground: one semi-implicit Euler step."""
+        """Particle i under the force f (weight and springs) and contact: one semi-implicit Euler step, or none
+        for a pinned particle."""
         p, v = self.state(x, "pos", b, t, i), self.state(x, "vel", b, t, i)
-        fn = penalty_normal_compression(-p[1], v[1], self.param(theta, "kc", b, 0), self.param(theta, "kd", b, 0))
-        ft = friction_coulomb_tanh(v[0], fn, self.param(theta, "mu", b, 0), self.param(theta, "eps", b, 0))
-        f += ti.Vector([ft, fn])
+        f += self.contact(theta, b, p, v) - self.param(theta, "drag", b, 0) * v
         p_next, v_next = semi_implicit_euler(p, v, f / self.param(theta, "m", b, 0), dt)
-        self.advance(x, "pos", b, t, i, p_next)
-        self.advance(x, "vel", b, t, i, v_next)
+        self.advance(x, "pos", b, t, i, p + self.free[i] * (p_next - p))
+        self.advance(x, "vel", b, t, i, self.free[i] * v_next)
 
     # The phased step. No branches in either loop (reverse mode crashed on them here): padding entries of the
     # incidence table are weighed out by a sign of 0.
@@ -164,6 +206,25 @@ class MassSpring(System):
         return {"ground contact": (traj["pos"][..., 1] < 0).any(axis=2)}
 
 
+def obstacle_table(name, given, dim, size_shape):
+    """(centres (n, dim), sizes (n, *size_shape)) from [(centre, size), ...], refused by name where malformed."""
+    centres, sizes = [], []
+    for q, entry in enumerate(given):
+        try:
+            centre, size = entry
+            centre, size = np.asarray(centre, dtype=float), np.asarray(size, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"MassSpring: {name}[{q}] must be a pair (centre, size), got {entry!r}") from None
+        if centre.shape != (dim,) or size.shape != size_shape or not np.all(np.isfinite(centre)) or \
+                not np.all(np.isfinite(size) & (size > 0)):
+            what = "a radius" if size_shape == () else f"{dim} half extents"
+            raise ValueError(f"MassSpring: {name}[{q}] must be a centre of {dim} coordinates and {what} > 0, got "
+                             f"{entry!r}")
+        centres.append(centre)
+        sizes.append(size)
+    return np.reshape(centres, (-1, dim)), np.reshape(sizes, (-1,) + size_shape)
+
+
 def reference_actions(sim, amplitude=0.1, frequency=5.0):
     """The reference workload's actions a[t, s] = 0.1 sin(2 pi 5 t dt + phase_s), phase_s = 2 pi s / S."""
     t = np.arange(sim.T)[:, None] * sim.dt
@@ -173,6 +234,6 @@ def reference_actions(sim, amplitude=0.1, frequency=5.0):
 
 def mean_x_weights(sim):
     """TerminalSum weights for minus the mean x of all particles (the reference workload's loss)."""
-    w = np.zeros((sim.sizes["n_particles"], 2))
+    w = np.zeros((sim.sizes["n_particles"], sim.sizes["dim"]))
     w[:, 0] = -1.0 / sim.sizes["n_particles"]
     return {"pos": w}
