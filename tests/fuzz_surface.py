@@ -5,7 +5,7 @@ an accepted input gives finite results or a NonFiniteError naming the step; noth
 mode may also answer NotImplementedError for the systems Taichi 1.7 cannot differentiate that way (documented).
 tests/test_surface.py runs this script in a subprocess, so that a crash is seen as one.
 
-    python tests/fuzz_surface.py --examples 25        # what make test runs
+    python tests/fuzz_surface.py --examples 10        # what make test runs
     python tests/fuzz_surface.py --examples 500       # an occasional long run
 
 Prints one JSON line: the inputs tried, how many were accepted and refused, per kind; exits 1 on a violation.

@@ -271,10 +271,12 @@ def test_gradients_of_every_material_and_floor(options):
         assert abs(sim.gradient(loss).params["mu"][0]) > 1e-6
 
 
-@pytest.mark.parametrize("material", ["neo_hookean", "corotated", "von_mises"])
+@pytest.mark.parametrize("material", ["neo_hookean", "corotated"])
 def test_float32_gradients_match_float64(material):
     """The same gradient in float32 as in float64, to float32's rounding grown over 10 steps: Taichi's float32
-    reverse kernels are compiled apart and were once wrong where float64 was right (mpm.py's note on warnings)."""
+    reverse kernels are compiled apart and were once wrong where float64 was right (mpm.py's note on warnings).
+    The wrong one was in the gather, which every material shares; von Mises clay (corotated elasticity and a return
+    onto its yield surface) is left out for its 50 s of float32 compilation."""
     def gradient():
         body = Body.box([0.4, 0.4], [0.6, 0.6], 0.5 / GRID, actuator=0)
         sim = MPM(horizon=10, body=body, n_grid=GRID, material=material, yield_stress=50.0, actuation=2000.0)
