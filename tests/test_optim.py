@@ -9,7 +9,8 @@ import time
 import numpy as np
 import pytest
 
-from tisim.optim import Adam, GradientDescent, minimize
+from tisim.derivatives import NonFiniteError
+from tisim.optim import Adam, GradientDescent, lbfgs, minimize
 
 TARGET = np.array([3.0, -2.0, 0.5])
 
@@ -224,3 +225,39 @@ def test_bad_arguments(make, message):
     """Bad optimizer and loop arguments are rejected with the argument named."""
     with pytest.raises(ValueError, match=message):
         make()
+
+
+def rosenbrock(x):
+    value = np.sum(100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2)
+    grad = np.zeros_like(x)
+    grad[:-1] = -400 * x[:-1] * (x[1:] - x[:-1] ** 2) - 2 * (1 - x[:-1])
+    grad[1:] += 200 * (x[1:] - x[:-1] ** 2)
+    return value, grad
+
+
+def test_lbfgs_finds_the_rosenbrock_minimum():
+    """L-BFGS reaches (1, ..., 1) of the 10-dimensional Rosenbrock valley from (-1, ..., -1) to 1e-8, its loss
+    falling at every accepted step; pricing the trial steps by value alone gives the same path."""
+    x, loss, history = lbfgs(rosenbrock, np.full(10, -1.0), iterations=300)
+    assert np.abs(x - 1).max() < 1e-8 and loss < 1e-15
+    assert all(b <= a for a, b in zip(history, history[1:])) and history[-1] < history[0]
+    y, _, again = lbfgs(rosenbrock, np.full(10, -1.0), iterations=300, value=lambda z: rosenbrock(z)[0])
+    np.testing.assert_array_equal(x, y)
+    assert again == history
+
+
+def test_lbfgs_shortens_a_step_that_blows_up():
+    """A trial step that raises NonFiniteError (a simulation past its stability limit) is halved, not fatal."""
+    def blows_up_far(x):
+        if np.abs(x).max() > 2.0:
+            raise NonFiniteError("rollout turned non-finite")
+        return float(np.sum((x - 1.5) ** 2)), 2 * (x - 1.5)
+    x, loss, _ = lbfgs(blows_up_far, np.zeros(3), iterations=50)
+    assert np.abs(x - 1.5).max() < 1e-8
+
+
+@pytest.mark.parametrize("keywords, message", [(dict(iterations=-1), "iterations must be an int >= 0"),
+                                               (dict(memory=0), "memory must be an int >= 1")])
+def test_lbfgs_bad_arguments(keywords, message):
+    with pytest.raises(ValueError, match=f"lbfgs: {message}"):
+        lbfgs(rosenbrock, np.zeros(2), **keywords)

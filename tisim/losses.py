@@ -146,12 +146,10 @@ class Tracking(Loss):
             if np.any(np.isinf(d)):
                 raise ValueError(f"Tracking: data[{name!r}] contains infinite values (use NaN for unobserved)")
             d = np.broadcast_to(d, (B, T + 1) + shape).reshape(B, T + 1, -1)
-            for t in range(T + 1):
-                for j in range(d.shape[2]):
-                    seen = np.isfinite(d[:, t, j])
-                    if seen.any():
-                        rows.append((t, layout.offsets[name] + j, np.where(seen, self.weights[name], 0.0),
-                                     np.where(seen, d[:, t, j], 0.0)))
+            seen = np.isfinite(d)
+            for t, j in np.argwhere(seen.any(axis=0)):  # in order of t, then j; only observed entries visited
+                rows.append((int(t), layout.offsets[name] + int(j), np.where(seen[:, t, j], self.weights[name], 0.0),
+                             np.where(seen[:, t, j], d[:, t, j], 0.0)))
         if not rows:
             raise ValueError("Tracking: the data has no observed (finite) entry")
         return rows

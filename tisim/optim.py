@@ -63,6 +63,69 @@ class GradientDescent:
         return out
 
 
+def lbfgs(objective, x0, *, iterations=100, memory=10, value=None, callback=None, tol=1e-12):
+    """Minimize ``objective(x) -> (loss, gradient)`` over a flat float64 vector by L-BFGS (Nocedal and Wright,
+    algorithm 7.4) with a backtracking line search: each iteration tries the quasi-Newton step and halves it until
+    the loss falls by at least 1e-4 of the predicted decrease (Armijo), at most 30 times. A trial whose rollout
+    turns non-finite (NonFiniteError) counts as no decrease.
+
+    value(x) -> loss, if given, prices the trial steps without a gradient (one rollout instead of a backward pass
+    too). callback(iteration, x, loss) after each accepted step; returning True stops. Stops early when a step
+    changes the loss by less than tol (relative) or no trial step decreases it. Returns (x, loss, history of
+    losses)."""
+    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 0:
+        raise ValueError(f"lbfgs: iterations must be an int >= 0, got {iterations!r}")
+    if isinstance(memory, bool) or not isinstance(memory, int) or memory < 1:
+        raise ValueError(f"lbfgs: memory must be an int >= 1, got {memory!r}")
+    x = np.array(x0, dtype=np.float64).ravel()
+    loss, grad = objective(x)
+    history, pairs = [float(loss)], []
+    for it in range(iterations):
+        # two-loop recursion: d = -H g with H the inverse-Hessian estimate from the last `memory` steps
+        q, alphas = grad.copy(), []
+        for s, y in reversed(pairs):
+            alpha = s @ q / (y @ s)
+            q -= alpha * y
+            alphas.append(alpha)
+        if pairs:
+            s, y = pairs[-1]
+            q *= (s @ y) / (y @ y)
+        else:
+            q *= 1.0 / max(np.linalg.norm(grad), 1e-300)  # first step: unit length along -g
+        for (s, y), alpha in zip(pairs, reversed(alphas)):
+            q += s * (alpha - y @ q / (y @ s))
+        direction = -q
+        slope = grad @ direction
+        if not slope < 0:  # not a descent direction: restart from steepest descent
+            pairs, direction = [], -grad / max(np.linalg.norm(grad), 1e-300)
+            slope = grad @ direction
+        step, accepted = 1.0, False
+        for _ in range(30):
+            trial = x + step * direction
+            try:
+                trial_loss = float(value(trial) if value else objective(trial)[0])
+            except NonFiniteError:  # a step too long for the simulation's stability: shorter
+                trial_loss = np.inf
+            if np.isfinite(trial_loss) and trial_loss <= loss + 1e-4 * step * slope:
+                accepted = True
+                break
+            step *= 0.5
+        if not accepted:
+            break
+        new_loss, new_grad = objective(trial)
+        s, y = trial - x, new_grad - grad
+        if s @ y > 1e-12 * np.linalg.norm(s) * np.linalg.norm(y):  # keep the estimate positive definite
+            pairs = (pairs + [(s, y)])[-memory:]
+        change = abs(loss - new_loss) / max(abs(loss), 1e-300)
+        x, loss, grad = trial, float(new_loss), new_grad
+        history.append(loss)
+        if callback and callback(it, x, loss):
+            break
+        if change < tol:
+            break
+    return x, loss, history
+
+
 def _check_positive(owner, **values):
     for name, value in values.items():
         if not (isinstance(value, (int, float)) and 0 < value < np.inf):

@@ -6,6 +6,7 @@ A robot file (JSON, see assets/robots/) holds
     "springs":     [[i, j], ...]            particle index pairs; rest length = initial distance
     "actuators":   [[s, s, ...], ...]       spring indices driven together by one action; other springs are passive
     "pinned":      [i, ...]                 particles held where they start (a cloth's corners)
+    "faces":       [[i, j, k], ...]         triangles of particles, for pictures (a cloth's surface)
 and an optional "description". ``Robot.load`` checks every field and names the one that is wrong.
 
 Builders: ``grid`` (the 2D reference body), ``from_cells`` (squares or cubes on a lattice, 2D or 3D) and ``cloth``
@@ -29,12 +30,15 @@ class Robot:
     actuators: list = field(default_factory=list)  # [[spring index, ...], ...]
     description: str = ""
     pinned: list = field(default_factory=list)  # [particle index, ...]: held in place
+    faces: np.ndarray = None  # (F, 3) int: triangles of particles, drawn as a surface
 
     def __post_init__(self):
         self.particles = np.asarray(self.particles, dtype=np.float64)
         self.springs = np.asarray(self.springs, dtype=np.int64).reshape(-1, 2)
         self.actuators = [list(map(int, group)) for group in self.actuators]
         self.pinned = sorted(map(int, self.pinned))
+        self.faces = np.zeros((0, 3), np.int64) if self.faces is None else \
+            np.asarray(self.faces, dtype=np.int64).reshape(-1, 3)
         self.check(f"robot {self.name!r}")
 
     @property
@@ -72,6 +76,8 @@ class Robot:
             raise ValueError(f"{where}: pinned must list distinct particles in 0..{n - 1}, got {self.pinned}")
         if len(self.pinned) == n:
             raise ValueError(f"{where}: pinned holds every particle; nothing could move")
+        if len(self.faces) and not (np.all((self.faces >= 0) & (self.faces < n))):
+            raise ValueError(f"{where}: faces must be triangles [i, j, k] of particles in 0..{n - 1}")
 
     def free(self):
         """(N,) 1.0 for particles that move, 0.0 for pinned ones."""
@@ -120,17 +126,18 @@ class Robot:
     def to_json(self):
         return json.dumps({"name": self.name, "description": self.description,
                            "particles": np.round(self.particles, 6).tolist(), "springs": self.springs.tolist(),
-                           "actuators": self.actuators, "pinned": self.pinned}, indent=1)
+                           "actuators": self.actuators, "pinned": self.pinned, "faces": self.faces.tolist()},
+                          indent=1)
 
     @classmethod
     def load(cls, path):
         """A robot from a JSON file, or by name from assets/robots/ ("quadruped" -> assets/robots/quadruped.json)."""
         path, data = assets.read(path, "robot", "robots", ("particles", "springs"),
-                                 ("name", "description", "actuators", "pinned"))
+                                 ("name", "description", "actuators", "pinned", "faces"))
         try:
             return cls(name=str(data.get("name", path.stem)), particles=data["particles"], springs=data["springs"],
                        actuators=data.get("actuators", []), description=str(data.get("description", "")),
-                       pinned=data.get("pinned", []))
+                       pinned=data.get("pinned", []), faces=data.get("faces"))
         except (TypeError, ValueError) as error:
             raise ValueError(f"robot file {str(path)!r}: {error}".replace(f"robot {data.get('name', path.stem)!r}: ",
                                                                         "")) from None
@@ -220,6 +227,9 @@ def cloth(nx, ny, spacing=0.02, origin=(0.0, 1.0, 0.0), pin="top corners", flat=
                 bending.append((index[j, i], index[j, i + 2]))
             if j + 2 < ny:
                 bending.append((index[j, i], index[j + 2, i]))
+    faces = [tri for j in range(ny - 1) for i in range(nx - 1)
+             for tri in ((index[j, i], index[j, i + 1], index[j + 1, i + 1]),
+                         (index[j, i], index[j + 1, i + 1], index[j + 1, i]))]
     return Robot(name or f"cloth_{nx}x{ny}", particles, structural + shear + bending, [],
-                 f"a hanging sheet: {len(structural)} structural, {len(shear)} shear, {len(bending)} bending springs",
-                 pinned=pins[pin])
+                 f"a sheet: {len(structural)} structural, {len(shear)} shear, {len(bending)} bending springs",
+                 pinned=pins[pin], faces=faces)

@@ -1,5 +1,6 @@
-"""3D pictures: Taichi's GGUI scene (Vulkan), lit spheres for points and triangles for the floor, rendered off
-screen into uint8 images (H, W, 3) like the 2D drawings of tisim.viz, or shown in a window.
+"""3D pictures: Taichi's GGUI scene (Vulkan): lit spheres for points and obstacles, lines for springs, lit
+triangles for a cloth, boxes and the floor, rendered off screen into uint8 images (H, W, 3) like the 2D drawings of
+tisim.viz, or shown in a window.
 
 Off screen, no display is needed, only a Vulkan driver: on Debian, libvulkan1 and mesa-vulkan-drivers (lavapipe, a
 software renderer; .ci/run installs them). Where there is none, ``Scene`` raises WindowUnavailable saying what to
@@ -53,16 +54,18 @@ class Scene:
     def __exit__(self, *exc):
         self.close()
 
-    def _field(self, kind, values):
-        """A float32 field of 3-vectors holding values (n, 3), one per (kind, n), kept for the next picture."""
-        key = (kind, len(values))
+    def _field(self, kind, values, dtype=ti.f32):
+        """A field holding values, (n, 3) as 3-vectors or (n,) as scalars, one per (kind, n), kept for the next
+        picture."""
+        values = np.ascontiguousarray(values, dtype=np.float32 if dtype == ti.f32 else np.int32)
+        key = (kind, values.shape)
         if key not in self._fields:
             builder = ti.FieldsBuilder()
-            field = ti.Vector.field(3, ti.f32)
+            field = ti.Vector.field(3, dtype) if values.ndim == 2 else ti.field(dtype)
             builder.dense(ti.i, len(values)).place(field)
             self._trees.append(builder.finalize())
             self._fields[key] = field
-        self._fields[key].from_numpy(np.ascontiguousarray(values, dtype=np.float32))
+        self._fields[key].from_numpy(values)
         return self._fields[key]
 
     def look(self, from_=(1.2, 0.75, 1.75), at=(0.5, 0.15, 0.5)):
@@ -73,9 +76,12 @@ class Scene:
         self.camera.up(0.0, 1.0, 0.0)
         return self
 
-    def render(self, points, colors=(0.78, 0.24, 0.2), radius=0.005, floor=None):
+    def render(self, points, colors=(0.78, 0.24, 0.2), radius=0.005, floor=None, *, segments=None, mesh=None,
+               spheres=(), boxes=()):
         """The picture, uint8 (H, W, 3), of spheres at points (n, 3) [m] with colors (n, 3) or one RGB in [0, 1],
-        over the unit square's floor at height `floor` [m] (none if None)."""
+        over the unit square's floor at height `floor` [m] (none if None). segments: (m, 2, 3) line ends (springs);
+        mesh: (vertices (n, 3), triangles (k, 3) vertex indices), lit from both sides (a cloth); spheres:
+        [(centre, radius), ...] and boxes: [(centre, half extents), ...], axis-aligned (obstacles)."""
         points = np.asarray(points, dtype=np.float64)
         if points.ndim != 2 or points.shape[1] != 3 or not len(points):
             raise ValueError(f"Scene.render: points must have shape (n, 3), got {points.shape}")
@@ -89,6 +95,22 @@ class Scene:
             up = np.tile([0.0, 1.0, 0.0], (6, 1))  # given, not left to GGUI's normals kernel (it warns on a cast)
             scene.mesh(self._field("floor", corners[[0, 1, 2, 0, 2, 3]]), normals=self._field("up", up),
                        color=(0.88, 0.85, 0.78), two_sided=True)
+        if len(boxes):
+            vertices, normals = box_triangles(boxes)
+            scene.mesh(self._field("boxes", vertices), normals=self._field("box normals", normals),
+                       color=(0.55, 0.6, 0.7), two_sided=True)
+        if len(spheres):
+            centres = np.array([c for c, _ in spheres], dtype=float).reshape(-1, 3)
+            scene.particles(self._field("spheres", centres), radius=0.0, color=(0.55, 0.6, 0.7),
+                            per_vertex_radius=self._field("sphere radii", [float(r) for _, r in spheres]))
+        if mesh is not None:
+            vertices, triangles = np.asarray(mesh[0], dtype=float), np.asarray(mesh[1], dtype=int)
+            scene.mesh(self._field("mesh", vertices), indices=self._field("mesh indices", triangles.ravel(), ti.i32),
+                       normals=self._field("mesh normals", vertex_normals(vertices, triangles)),
+                       color=(0.35, 0.55, 0.8), two_sided=True)
+        if segments is not None and len(segments):
+            scene.lines(self._field("segments", np.asarray(segments, dtype=float).reshape(-1, 3)), width=1.0,
+                        color=(0.3, 0.3, 0.3))
         scene.particles(self._field("points", points), radius=float(radius),
                         per_vertex_color=self._field("colors", colors))
         canvas = self.window.get_canvas()
@@ -99,3 +121,30 @@ class Scene:
         if not self.offscreen:
             self.window.show()
         return (np.transpose(buffer[:, ::-1, :3], (1, 0, 2)) * 255).round().astype(np.uint8)
+
+
+def vertex_normals(vertices, triangles):
+    """Unit normals (n, 3) at the vertices: the sum of the adjoining triangles' area-weighted normals."""
+    a, b, c = (vertices[triangles[:, k]] for k in range(3))
+    face = np.cross(b - a, c - a)
+    normals = np.zeros_like(vertices)
+    for k in range(3):
+        np.add.at(normals, triangles[:, k], face)
+    length = np.linalg.norm(normals, axis=1, keepdims=True)
+    return normals / np.where(length > 0, length, 1.0)
+
+
+def box_triangles(boxes):
+    """The 12 triangles of each axis-aligned box [(centre, half extents), ...], as (36 m, 3) vertices with the
+    flat outward normal of their face at each."""
+    vertices, normals = [], []
+    for centre, half in boxes:
+        centre, half = np.asarray(centre, dtype=float), np.asarray(half, dtype=float)
+        for axis in range(3):
+            for side in (-1.0, 1.0):
+                u, v = np.eye(3)[(axis + 1) % 3], np.eye(3)[(axis + 2) % 3]
+                face = centre + side * half[axis] * np.eye(3)[axis]
+                corners = [face + (su * u + sv * v) * half for su, sv in ((-1, -1), (1, -1), (1, 1), (-1, 1))]
+                vertices += [corners[0], corners[1], corners[2], corners[0], corners[2], corners[3]]
+                normals += [side * np.eye(3)[axis]] * 6
+    return np.array(vertices), np.array(normals)

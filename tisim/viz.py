@@ -247,9 +247,14 @@ def draw_rigid2d(canvas, state, params):
 
 
 def draw_mass_spring(canvas, state, params):
-    """Floor y = 0; springs as lines between the particles (params["springs"], pairs of particle indices, when the
-    picture comes from a simulator) and the particles as dots."""
+    """Floor y = 0; the obstacles (discs and boxes, when there are); springs as lines between the particles
+    (params["springs"], pairs of particle indices, when the picture comes from a simulator) and the particles as
+    dots."""
     canvas.ground(0.0)
+    for centre, radius in obstacles(params, "sphere_center", "sphere_radius"):
+        canvas.circle(centre, radius, GROUND)
+    for centre, half in obstacles(params, "box_center", "box_half"):
+        canvas.rectangle(centre, 2 * np.asarray(half), 0.0, GROUND)
     pos = np.asarray(state["pos"])
     for i, j in params.get("springs", ()):
         canvas.line(pos[i], pos[j], 1.2, ROD)
@@ -262,6 +267,32 @@ def draw_mpm(canvas, state, params):
     canvas.ground(3.0 / params.get("n_grid", 32))
     for p in np.asarray(state["pos"]):
         canvas.circle(p[:2], 1.5 / canvas.scale, BOB)
+
+
+def obstacles(params, centres, sizes):
+    """[(centre, size), ...] of one kind of obstacle from one batch element's parameters (none if absent)."""
+    if centres not in params:
+        return []
+    return list(zip(np.asarray(params[centres], dtype=float), np.asarray(params[sizes], dtype=float)))
+
+
+def points_mass_spring(state, params):
+    """A 3D mass-spring body: its surface where it has faces (a cloth), its springs as lines otherwise, its
+    particles (pinned ones darker), the obstacles and the floor."""
+    pos = np.asarray(state["pos"])
+    faces = np.asarray(params.get("faces", np.zeros((0, 3), int)))
+    springs = np.asarray(params.get("springs", np.zeros((0, 2), int)))
+    pinned = np.zeros(len(pos), bool)
+    pinned[list(params.get("pinned", []))] = True
+    colors = np.where(pinned[:, None], np.array(ROD) / 255, np.array(BOB) / 255)
+    picture = dict(points=pos, colors=colors, radius=0.004 if len(faces) else 0.006, floor=0.0,
+                   spheres=obstacles(params, "sphere_center", "sphere_radius"),
+                   boxes=obstacles(params, "box_center", "box_half"))
+    if len(faces):
+        picture["mesh"] = (pos, faces)
+    elif len(springs):
+        picture["segments"] = pos[springs]
+    return picture
 
 
 def points_mpm(state, params):
@@ -282,7 +313,8 @@ DRAW = {
     "MassSpring": draw_mass_spring,
     "MPM": draw_mpm,
 }
-DRAW3D = {"MPM": points_mpm}  # 3D bodies: {state, params} -> what tisim.scene.Scene.render takes
+# 3D bodies: {state, params} -> what tisim.scene.Scene.render takes
+DRAW3D = {"MPM": points_mpm, "MassSpring": points_mass_spring}
 
 
 # ---- default views: (traj {name: array (T+1,)}, params {name: float}) -> (xmin, xmax, ymin, ymax) [m] -------------
@@ -391,7 +423,7 @@ def frames(system, traj, params=None, *, batch_index=0, every=1, size=(320, 240)
     if not isinstance(system, str):  # a simulator also knows its structure: sizes, options, a robot's springs
         theta.update({**system.sizes, **system.options})
         if hasattr(system, "robot"):
-            theta["springs"] = system.robot.springs
+            theta.update(springs=system.robot.springs, faces=system.robot.faces, pinned=system.robot.pinned)
         if hasattr(system, "body"):
             theta["actuated"] = system.body.actuators >= 0
     steps = range(0, len(next(iter(one.values()))), every)
