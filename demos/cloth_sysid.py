@@ -9,9 +9,10 @@
 # damping, by L-BFGS on the tracking loss plus a smoothness prior on the field (neighbouring cells alike). The
 # untracked 988 particles are the held-out check: how well the twin predicts where they went.
 #
-# Command: python demos/cloth_sysid.py [--iterations 80] [--seed 0] [--size 32] [--out out]
+# Command: python demos/cloth_sysid.py [--iterations 80] [--seed 0] [--size 32] [--out out] [--gui]
 #          -> out/cloth_sysid.json (the figures), out/cloth_sysid.png (true and fitted fields),
-#             out/cloth_sysid.gif (the recorded cloth beside the twin, where a Vulkan driver is present)
+#             out/cloth_sysid.gif (the recorded cloth beside the twin, where a Vulkan driver is present);
+#          --gui then replays the twin in a window, the camera circling it
 import argparse
 import json
 import pathlib
@@ -21,10 +22,11 @@ import numpy as np
 
 import tisim
 from tisim import viz
-from tisim.gui import WindowUnavailable
+from tisim.gui import WindowUnavailable, window_problem
 from tisim.losses import Tracking
 from tisim.optim import lbfgs
 from tisim.robots import cloth
+from tisim.scene import Scene
 from tisim.systems.mass_spring import MassSpring
 
 HORIZON, EVERY, NOISE = 800, 20, 1e-3  # steps of 0.5 ms (0.4 s); a frame every 10 ms; marker noise [m]
@@ -72,10 +74,12 @@ def smoothness(theta):
     return PRIOR * value, PRIOR * grad.ravel()
 
 
-def main(iterations=80, seed=0, size=32, out="out", progress=True):
+def main(iterations=80, seed=0, size=32, out="out", progress=True, gui=False, offscreen=False):
     if size < 2 * MARKERS:
         raise ValueError(f"cloth_sysid: size must be at least {2 * MARKERS} particles per side, got {size}")
     tisim.init(precision="f64")
+    if gui and window_problem(offscreen):  # fail before the work, not after it
+        raise WindowUnavailable(window_problem(offscreen))
     robot, cell, cu, cv = sheet(size)
     start_vel = gust(robot)
     truth_theta = true_field(cu, cv)
@@ -157,6 +161,10 @@ def main(iterations=80, seed=0, size=32, out="out", progress=True):
         figures["gif"] = str(folder / "cloth_sysid.gif")
     except WindowUnavailable as why:
         print(f"no GIF: {why}")
+    if gui:  # the twin's motion, the camera circling it, until the window is closed (opened after the GIF's scene
+        # was closed: a window open while another scene closed crashed in GGUI)
+        with Scene((800, 600), offscreen=offscreen, title="tisim: cloth twin") as window:
+            figures["replays"] = viz.orbit(twin, twin.rollout(), window, rounds=1 if offscreen else None)
     return figures
 
 
@@ -181,7 +189,11 @@ if __name__ == "__main__":
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--size", type=int, default=32, help="particles per side of the cloth")
     parser.add_argument("--out", default="out")
+    parser.add_argument("--gui", action="store_true", help="then replay the twin in a window")
     args = parser.parse_args()
     if args.iterations < 0:
         parser.error(f"--iterations must be >= 0, got {args.iterations}")
-    main(args.iterations, args.seed, args.size, args.out)
+    try:
+        main(args.iterations, args.seed, args.size, args.out, gui=args.gui)
+    except WindowUnavailable as error:
+        raise SystemExit(f"cloth_sysid: {error}") from None

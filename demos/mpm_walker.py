@@ -29,7 +29,7 @@ import numpy as np
 import tisim
 from tisim import viz
 from tisim.assets import ASSETS
-from tisim.gui import Window, WindowUnavailable
+from tisim.gui import Window, window_problem
 from tisim.optim import Adam, minimize
 from tisim.scene import Scene
 from tisim.systems.mpm import BAND, MPM, Body
@@ -110,7 +110,7 @@ def pictures(sim, actions, path):
 
 
 def open_window(dim, offscreen=False):
-    """The window the best gait is replayed in (opened before the optimization, so a missing display fails fast)."""
+    """The window the best gait is replayed in."""
     title = f"tisim: {dim}D MPM walker"
     return Scene((800, 600), offscreen=offscreen, title=title) if dim == 3 else Window(title, (800, 300),
                                                                                          offscreen=offscreen)
@@ -120,21 +120,14 @@ def replay(sim, actions, window, rounds=None):
     """The gait in the window, again and again until it is closed (or `rounds` times); in 3D the camera circles."""
     sim.set_actions(np.broadcast_to(actions, (sim.B,) + actions.shape))
     rollout = sim.rollout()
-    traj = {k: v[0] for k, v in rollout.items()}
-    looks = dict(n_grid=sim.sizes["n_grid"], actuated=sim.body.actuators >= 0)
-    pictures = None if isinstance(window, Scene) else viz.frames(sim, rollout, every=20, size=window.size,
-                                                                 bounds=(0.0, 1.0, 0.0, 0.375))
-    shown, angle = 0, 0.0
-    while (window.window.running if isinstance(window, Scene) else window.running) and rounds != shown:
-        for k, t in enumerate(range(0, sim.T + 1, 20)):
-            if pictures is not None:
-                window.draw(pictures[k])
-                window.show()
-                continue
-            centre = traj["pos"][t].mean(axis=0)
-            angle += 0.01
-            window.look(from_=centre + [1.0 * np.sin(angle), 0.45, 1.0 * np.cos(angle)], at=centre)
-            window.render(**viz.DRAW3D["MPM"]({"pos": traj["pos"][t]}, looks))
+    if isinstance(window, Scene):
+        return viz.orbit(sim, rollout, window, rounds=rounds, distance=1.0, height=0.45)
+    pictures = viz.frames(sim, rollout, every=20, size=window.size, bounds=(0.0, 1.0, 0.0, 0.375))
+    shown = 0
+    while window.running and rounds != shown:
+        for picture in pictures:
+            window.draw(picture)
+            window.show()
         shown += 1
     return shown
 
@@ -153,10 +146,8 @@ def main(argv=None):
     if min(args.iterations, args.horizon, args.starts) < 1:
         parser.error(f"--iterations, --horizon and --starts must be >= 1, got {args.iterations}, {args.horizon} and "
                      f"{args.starts}")
-    try:
-        window = open_window(args.dim, args.offscreen) if args.gui else None
-    except WindowUnavailable as error:
-        print(error, file=sys.stderr)
+    if args.gui and window_problem(args.offscreen):  # before the work; the window itself opens after the GIF
+        print(f"--gui: {window_problem(args.offscreen)}", file=sys.stderr)
         return 2
     sim, actions, distances, result = walk(args.dim, args.seed, args.iterations, args.horizon, args.starts)
     out = pathlib.Path(args.out)
@@ -168,9 +159,12 @@ def main(argv=None):
     print(f"{args.dim}D walker, seed {args.seed}: {distances['first']:+.3f} m with the first gait, "
           f"{distances['best']:+.3f} m ({figures['best_body_lengths']:.2f} body lengths) with the best of "
           f"{result.iterations} iterations ({result.seconds:.0f} s); wrote {gif}")
-    replays = replay(sim, actions["best"], window, rounds=1 if args.offscreen else None) if window else 0
-    if isinstance(window, Scene):
-        window.close()
+    replays = 0
+    if args.gui:  # opened now: while a GGUI window was open, closing the GIF's scene crashed it (Taichi 1.7.4)
+        window = open_window(args.dim, args.offscreen)
+        replays = replay(sim, actions["best"], window, rounds=1 if args.offscreen else None)
+        if isinstance(window, Scene):
+            window.close()
     return dict(figures, recorded=distances["recorded"], history=result.history, gif=gif, replays=replays)
 
 

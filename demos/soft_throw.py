@@ -7,8 +7,9 @@
 # step, both impacts and the rolling on the floor included; contact is soft (a softness of 2 mm) so that the
 # gradient sees the impact coming. Adam, from a throw that bounces off the wall but ends 24 cm from the target.
 #
-# Command: python demos/soft_throw.py [--iterations 60] [--out out]
-#          -> out/soft_throw.json (the figures) and out/soft_throw.gif (first and last throw side by side)
+# Command: python demos/soft_throw.py [--iterations 60] [--out out] [--gui]
+#          -> out/soft_throw.json (the figures) and out/soft_throw.gif (first and last throw side by side);
+#          --gui then replays the best throw in a window, the camera circling the ball
 import argparse
 import itertools
 import json
@@ -18,10 +19,11 @@ import numpy as np
 
 import tisim
 from tisim import viz
-from tisim.gui import WindowUnavailable
+from tisim.gui import WindowUnavailable, window_problem
 from tisim.losses import Tracking
 from tisim.optim import Adam, minimize
 from tisim.robots import from_cells
+from tisim.scene import Scene
 from tisim.systems.mass_spring import MassSpring
 
 HORIZON = 2000  # steps of 0.5 ms: one second
@@ -38,8 +40,10 @@ def ball():
     return robot
 
 
-def main(iterations=60, out="out", progress=True):
+def main(iterations=60, out="out", progress=True, gui=False, offscreen=False):
     tisim.init(precision="f64")
+    if gui and window_problem(offscreen):  # fail before the work, not after it
+        raise WindowUnavailable(window_problem(offscreen))
     robot = ball()
     sim = MassSpring(horizon=HORIZON, robot=robot, boxes=[WALL], softness=0.002, mu=0.4, eps=0.05, k=2000.0)
     centre = robot.particles.mean(axis=0)
@@ -89,6 +93,11 @@ def main(iterations=60, out="out", progress=True):
         figures["gif"] = str(folder / "soft_throw.gif")
     except WindowUnavailable as why:
         print(f"no GIF: {why}")
+    if gui:  # the best throw, the camera circling the ball, until the window is closed (opened after the GIF's
+        # scene was closed: a window open while another scene closed crashed in GGUI)
+        with Scene((800, 600), offscreen=offscreen, title="tisim: soft throw") as window:
+            throw(result.values)
+            figures["replays"] = viz.orbit(sim, sim.rollout(), window, rounds=1 if offscreen else None, every=40)
     return figures
 
 
@@ -96,7 +105,11 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="Throw a soft ball off a wall into a target.")
     parser.add_argument("--iterations", type=int, default=60)
     parser.add_argument("--out", default="out")
+    parser.add_argument("--gui", action="store_true", help="then replay the best throw in a window")
     args = parser.parse_args()
     if args.iterations < 0:
         parser.error(f"--iterations must be >= 0, got {args.iterations}")
-    main(args.iterations, args.out)
+    try:
+        main(args.iterations, args.out, gui=args.gui)
+    except WindowUnavailable as error:
+        raise SystemExit(f"soft_throw: {error}") from None

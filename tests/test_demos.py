@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 from conftest import load_demo
 
+from tisim.gui import window_problem
+
 
 @pytest.fixture(scope="module")
 def adjoint_by_hand():
@@ -170,8 +172,11 @@ def test_cloth_twin_predicts_its_untracked_points(tmp_path):
     """A 12 x 12 cloth's twin, fitted for 15 L-BFGS iterations to 36 noisy markers, predicts where the 108
     untracked particles went ten times better than its uniform starting guess (measured: 17.5 mm -> 0.58 mm), finds
     the damping within 25% (8%) and a stiffness field closer than the guess's (25% RMS against 48%); the figures
-    land in cloth_sysid.json beside the field's picture. Smooth (no contact) and short: not chaotic."""
-    r = load_demo("cloth_sysid").main(iterations=15, size=12, out=str(tmp_path), progress=False)
+    land in cloth_sysid.json beside the field's picture, and --gui replays the twin. Smooth (no contact) and
+    short: not chaotic."""
+    r = load_demo("cloth_sysid").main(iterations=15, size=12, out=str(tmp_path), progress=False,
+                                      **({} if window_problem(offscreen=True) else dict(gui=True, offscreen=True)))
+    assert r.get("replays", 1) == 1  # with Vulkan: the twin replayed once in an off-screen window, circled
     held_out = r["held_out_rms_error_m"]
     assert held_out["fitted"] < held_out["guess"] / 10, held_out
     assert r["damping"]["relative_error"] < 0.25, r["damping"]

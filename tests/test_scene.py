@@ -108,6 +108,17 @@ def test_a_3d_cloth_becomes_frames():
     assert np.abs(frames[0].astype(int) - frames[-1].astype(int)).sum() > 1000
 
 
+@needs_vulkan
+def test_one_scene_at_a_time():
+    """A second scene while one is open is refused with the reason (closing the second aborted the process when
+    the first drew again); once the first is closed, another opens."""
+    with scene.Scene((64, 48)):
+        with pytest.raises(RuntimeError, match="another scene is open; close it first"):
+            scene.Scene((64, 48))
+    with scene.Scene((64, 48)) as again:
+        assert again.render([[0.5, 0.5, 0.5]]).shape == (48, 64, 3)
+
+
 def test_without_vulkan_the_scene_says_what_to_install(monkeypatch):
     monkeypatch.setattr(scene, "window_problem", lambda offscreen: "no Vulkan loader: install libvulkan1")
     with pytest.raises(WindowUnavailable, match="3D pictures need GGUI: no Vulkan loader: install libvulkan1"):

@@ -20,7 +20,10 @@ from tisim.gui import WindowUnavailable, window_problem
 
 
 class Scene:
-    """A camera and a light over the unit cube; ``render`` paints points (and a floor) and returns the picture."""
+    """A camera and a light over the unit cube; ``render`` paints points (and a floor) and returns the picture.
+    One at a time."""
+
+    _open = 0  # scenes open in this process
 
     def __init__(self, size=(480, 360), *, offscreen=True, title="tisim"):
         if len(size) != 2 or min(size) < 16:
@@ -29,6 +32,9 @@ class Scene:
         problem = window_problem(offscreen)
         if problem:
             raise WindowUnavailable(f"3D pictures need GGUI: {problem}")
+        if Scene._open:
+            raise RuntimeError("Scene: another scene is open; close it first (with Taichi 1.7.4's GGUI, closing a "
+                               "second window aborted the process when the first drew again)")
         runtime.ensure_init()
         try:
             self.window = ti.ui.Window(title, self.size, vsync=False, show_window=not offscreen)
@@ -37,6 +43,7 @@ class Scene:
                                     "mesa-vulkan-drivers") from None
         self.camera = ti.ui.Camera()
         self._fields, self._trees = {}, []
+        Scene._open += 1
         self.look()
 
     def close(self):
@@ -47,6 +54,7 @@ class Scene:
         if self.window is not None:
             self.window.destroy()
             self.window = None
+            Scene._open -= 1
 
     def __enter__(self):
         return self

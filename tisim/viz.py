@@ -405,6 +405,39 @@ def _one_element(traj, params, name, b):
     return {k: v[b] for k, v in states.items()}, chosen
 
 
+def _looks(system, traj, params, name, batch_index):
+    """One batch element's states and what its drawing needs: its parameters and, from a simulator, its structure
+    (sizes, options, a robot's springs, faces and pins, a body's actuated points)."""
+    one, theta = _one_element(traj, system.params if params is None and not isinstance(system, str) else params,
+                              name, batch_index)
+    if not isinstance(system, str):
+        theta.update({**system.sizes, **system.options})
+        if hasattr(system, "robot"):
+            theta.update(springs=system.robot.springs, faces=system.robot.faces, pinned=system.robot.pinned)
+        if hasattr(system, "body"):
+            theta["actuated"] = system.body.actuators >= 0
+    return one, theta
+
+
+def orbit(system, traj, scene, *, every=20, rounds=None, distance=1.2, height=0.5):
+    """Replay batch element 0 of a 3D rollout in ``scene`` (a tisim.scene.Scene, a window where a display exists),
+    the camera circling the body's centre at `distance` and `height` [m] above it, until the window is closed or
+    `rounds` replays were shown. Returns the number shown."""
+    name = type(system).__name__
+    if name not in DRAW3D or system.sizes.get("dim") != 3:
+        raise ValueError(f"orbit: needs a 3D simulator with a 3D drawing ({sorted(DRAW3D)}), got {name}")
+    one, theta = _looks(system, traj, None, name, 0)
+    shown, angle = 0, 0.0
+    while scene.window is not None and scene.window.running and rounds != shown:
+        for t in range(0, len(one["pos"]), every):
+            centre = one["pos"][t].mean(axis=0)
+            angle += 0.01
+            scene.look(from_=centre + [distance * np.sin(angle), height, distance * np.cos(angle)], at=centre)
+            scene.render(**DRAW3D[name]({k: v[t] for k, v in one.items()}, theta))
+        shown += 1
+    return shown
+
+
 def frames(system, traj, params=None, *, batch_index=0, every=1, size=(320, 240), bounds=None):
     """Pictures of one batch element of a rollout: a list of uint8 arrays (height, width, 3), one per ``every`` steps.
 
@@ -418,14 +451,7 @@ def frames(system, traj, params=None, *, batch_index=0, every=1, size=(320, 240)
         raise ValueError(f"frames: no drawing for {name!r}; DRAW has {sorted(DRAW)}." + near_miss(name, list(DRAW)))
     if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
         raise ValueError(f"frames: every must be an integer >= 1, got {every!r}")
-    one, theta = _one_element(traj, system.params if params is None and not isinstance(system, str) else params,
-                              name, batch_index)
-    if not isinstance(system, str):  # a simulator also knows its structure: sizes, options, a robot's springs
-        theta.update({**system.sizes, **system.options})
-        if hasattr(system, "robot"):
-            theta.update(springs=system.robot.springs, faces=system.robot.faces, pinned=system.robot.pinned)
-        if hasattr(system, "body"):
-            theta["actuated"] = system.body.actuators >= 0
+    one, theta = _looks(system, traj, params, name, batch_index)
     steps = range(0, len(next(iter(one.values()))), every)
     if theta.get("dim") == 3:  # through GGUI's 3D scene, seen by its default camera (WindowUnavailable without Vulkan)
         with Scene(size) as view:
