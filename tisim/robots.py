@@ -143,23 +143,26 @@ class Robot:
                                                                         "")) from None
 
 
+def lattice_pairs(nx, ny, offsets):
+    """Springs between the particles of an nx-by-ny lattice (index j nx + i): for each lattice point (i, j), row by
+    row, and each pair of offsets ((a, b), (c, d)) in order, the particles at (i + a, j + b) and (i + c, j + d)
+    where both exist."""
+    pairs = []
+    for j in range(ny):
+        for i in range(nx):
+            for (a, b), (c, d) in offsets:
+                if max(i + a, i + c) < nx and max(j + b, j + d) < ny:
+                    pairs.append(((j + b) * nx + i + a, (j + d) * nx + i + c))
+    return pairs
+
+
 def grid(nx, ny, spacing=0.05, bottom=0.002, name=None, actuate_every_spring=True):
     """An nx-by-ny grid of particles with springs to the right, up and along both diagonals (the reference workload
     of design.md); by default every spring is its own actuator."""
     if nx < 2 or ny < 1 or (nx - 1) * ny + nx * (ny - 1) == 0:
         raise ValueError(f"grid: need nx >= 2 and ny >= 1, got {nx} x {ny}")
-    index = np.arange(nx * ny).reshape(ny, nx)
     particles = [(spacing * i, bottom + spacing * j) for j in range(ny) for i in range(nx)]
-    springs = []
-    for j in range(ny):
-        for i in range(nx):
-            if i + 1 < nx:
-                springs.append((index[j, i], index[j, i + 1]))
-            if j + 1 < ny:
-                springs.append((index[j, i], index[j + 1, i]))
-            if i + 1 < nx and j + 1 < ny:
-                springs.append((index[j, i], index[j + 1, i + 1]))
-                springs.append((index[j, i + 1], index[j + 1, i]))
+    springs = lattice_pairs(nx, ny, [((0, 0), (1, 0)), ((0, 0), (0, 1)), ((0, 0), (1, 1)), ((1, 0), (0, 1))])
     actuators = [[s] for s in range(len(springs))] if actuate_every_spring else []
     return Robot(name or f"grid_{nx}x{ny}", particles, springs, actuators, "springs right, up and diagonal")
 
@@ -214,19 +217,9 @@ def cloth(nx, ny, spacing=0.02, origin=(0.0, 1.0, 0.0), pin="top corners", flat=
     origin = np.asarray(origin, dtype=float)
     down = np.array([0.0, 0.0, 1.0]) if flat else np.array([0.0, -1.0, 0.0])
     particles = [origin + spacing * (i * np.array([1.0, 0.0, 0.0]) + j * down) for j in range(ny) for i in range(nx)]
-    structural, shear, bending = [], [], []
-    for j in range(ny):
-        for i in range(nx):
-            if i + 1 < nx:
-                structural.append((index[j, i], index[j, i + 1]))
-            if j + 1 < ny:
-                structural.append((index[j, i], index[j + 1, i]))
-            if i + 1 < nx and j + 1 < ny:
-                shear += [(index[j, i], index[j + 1, i + 1]), (index[j, i + 1], index[j + 1, i])]
-            if i + 2 < nx:
-                bending.append((index[j, i], index[j, i + 2]))
-            if j + 2 < ny:
-                bending.append((index[j, i], index[j + 2, i]))
+    structural = lattice_pairs(nx, ny, [((0, 0), (1, 0)), ((0, 0), (0, 1))])
+    shear = lattice_pairs(nx, ny, [((0, 0), (1, 1)), ((1, 0), (0, 1))])
+    bending = lattice_pairs(nx, ny, [((0, 0), (2, 0)), ((0, 0), (0, 2))])
     faces = [tri for j in range(ny - 1) for i in range(nx - 1)
              for tri in ((index[j, i], index[j, i + 1], index[j + 1, i + 1]),
                          (index[j, i], index[j + 1, i + 1], index[j + 1, i]))]
