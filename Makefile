@@ -28,8 +28,10 @@ demo: $(STAMP)
 GRADIENT_TESTS := $(addprefix tests/test_,$(addsuffix .py,engine mechanisms checkpointing losses mass_spring \
 	mass_spring_3d rigid2d diagnostics))
 
+# two worker processes (pytest-xdist), a file to each at a time: module fixtures and the Ray cluster stay in one
+# process; every worker still runs Taichi on one thread, bitwise reproducible
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile
 	TISIM_TEST_THREADS=2 $(PY) -m pytest -q -m "not perturbed" $(GRADIENT_TESTS)
 
 bench: $(STAMP)
