@@ -275,16 +275,19 @@ def test_cells_on_a_3d_lattice():
 
 
 def test_a_3d_robot_file_with_pins(tmp_path):
-    """A 3D robot with pins goes through JSON and back; bad pins and mixed dimensions are refused by name."""
+    """A 3D robot with pins and faces goes through JSON and back; bad pins, bad faces and mixed dimensions are
+    refused by name."""
     sheet = cloth(3, 3, pin="top row")
     path = tmp_path / "sheet.json"
     path.write_text(sheet.to_json())
     back = Robot.load(path)
     assert back.pinned == [0, 1, 2] and back.dim == 3 and np.allclose(back.particles, sheet.particles)
+    assert (back.faces == sheet.faces).all() and len(back.faces) == 8  # two triangles per square
     data = json.loads(sheet.to_json())
     for edit, message in [(dict(pinned=[0, 9]), r"pinned must list distinct particles in 0..8"),
                           (dict(pinned=[0, 0]), r"pinned must list distinct particles"),
                           (dict(pinned=list(range(9))), "pinned holds every particle"),
+                          (dict(faces=[[0, 1, 9]]), r"faces must be triangles \[i, j, k\] of particles in 0..8"),
                           (dict(particles=[[0, 0, 0], [1, 0]] + data["particles"][2:]), "robot file")]:
         path.write_text(json.dumps({**data, **edit}))
         with pytest.raises(ValueError, match=message):

@@ -160,3 +160,17 @@ def test_plots_write_png_files(tmp_path):
                               tmp_path / "c" / "adjoint.png")]
     for path in paths:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
+
+
+def test_a_2d_body_is_drawn_with_its_obstacles():
+    """A 2D mass-spring body's picture shows its disc and its box in the ground colour where they are, and the
+    bare background between them."""
+    from tisim.robots import grid
+    from tisim.systems.mass_spring import MassSpring
+    sim = MassSpring(horizon=2, robot=grid(3, 2), spheres=[((0.3, 0.3), 0.05)], boxes=[((-0.2, 0.3), (0.05, 0.05))])
+    picture = viz.frames(sim, sim.rollout(), bounds=(-0.4, 0.5, -0.1, 0.6), size=(180, 140))[0]
+    canvas = viz.Canvas(180, 140, bounds=(-0.4, 0.5, -0.1, 0.6))
+    (disc_col, disc_row), (box_col, box_row), (gap_col, gap_row) = canvas.to_pixels(
+        np.array([[0.3, 0.3], [-0.2, 0.3], [0.05, 0.5]])).astype(int)
+    assert tuple(picture[disc_row, disc_col]) == viz.GROUND and tuple(picture[box_row, box_col]) == viz.GROUND
+    assert tuple(picture[gap_row, gap_col]) == viz.BACKGROUND
