@@ -1,8 +1,9 @@
 # Teach a soft robot to walk to the right by gradient descent through its physics.
 #
-# A mass-spring robot from assets/robots/ (quadruped by default, biped or worm) stands on the ground. Each actuator
-# changes the rest length of its springs by a periodic pattern, activation(t) = 0.25 tanh(sum_h a_h sin(2 pi h f t) +
-# b_h cos(2 pi h f t)), h = 1..3, f = 2 Hz: a few coefficients per actuator, optimized with Adam. The loss is minus
+# A mass-spring robot from assets/robots/ (quadruped by default, biped, worm, or quadruped3d: the same code in 3D)
+# stands on the ground. Each actuator changes the rest length of its springs by a periodic pattern, activation(t) =
+# 0.25 tanh(sum_h a_h sin(2 pi h f t) + b_h cos(2 pi h f t)), h = 1..3, f = 2 Hz: a few coefficients per actuator,
+# optimized with Adam. The loss is minus
 # the mean x of all particles over the last gait cycle (0.5 s of the 1 s horizon), which does not reward ending the
 # horizon leaning forward; its gradient with respect to the 2000 x A activations comes from one backward pass through
 # the rollout (contact and friction included), and the chain rule through the pattern gives the gradient for the

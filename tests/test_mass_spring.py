@@ -21,7 +21,7 @@ def test_reference_grid_sizes():
         assert len(robot.actuators) == s
 
 
-@pytest.mark.parametrize("name", ["biped", "quadruped", "worm"])
+@pytest.mark.parametrize("name", ["biped", "quadruped", "worm", "quadruped3d"])
 def test_robot_files_load(name):
     """Each robot in assets/robots loads, has actuators, and every particle has a spring."""
     robot = Robot.load(name)

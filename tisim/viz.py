@@ -317,6 +317,18 @@ DRAW = {
 DRAW3D = {"MPM": points_mpm, "MassSpring": points_mass_spring}
 
 
+def look_at_rollout(traj):
+    """(camera position, target) that sees every position of a 3D rollout, from the front right and above; the
+    MPM's bodies stay in the unit cube, which the scene's default camera sees."""
+    pos = np.asarray(traj["pos"]).reshape(-1, 3)
+    low, high = pos.min(axis=0), pos.max(axis=0)
+    centre, reach = 0.5 * (low + high), max(float(np.max(high - low)), 0.25)
+    return centre + reach * np.array([0.6, 0.55, 1.3]), centre
+
+
+LOOKS3D = {"MassSpring": look_at_rollout}
+
+
 # ---- default views: (traj {name: array (T+1,)}, params {name: float}) -> (xmin, xmax, ymin, ymax) [m] -------------
 def view_cartpole(traj, params):
     """The track travelled, widened by the pole's reach; the pole upright and hanging."""
@@ -453,8 +465,10 @@ def frames(system, traj, params=None, *, batch_index=0, every=1, size=(320, 240)
         raise ValueError(f"frames: every must be an integer >= 1, got {every!r}")
     one, theta = _looks(system, traj, params, name, batch_index)
     steps = range(0, len(next(iter(one.values()))), every)
-    if theta.get("dim") == 3:  # through GGUI's 3D scene, seen by its default camera (WindowUnavailable without Vulkan)
+    if theta.get("dim") == 3:  # through GGUI's 3D scene (WindowUnavailable without Vulkan)
         with Scene(size) as view:
+            if name in LOOKS3D:  # bodies that roam: a camera that sees the whole rollout
+                view.look(*LOOKS3D[name](one))
             return [view.render(**DRAW3D[name]({k: v[t] for k, v in one.items()}, theta)) for t in steps]
     if bounds is None:
         bounds = VIEWS[name](one, theta) if name in VIEWS else (-1.0, 1.0, -1.0, 1.0)
