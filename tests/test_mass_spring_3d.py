@@ -238,6 +238,41 @@ def test_gradients_in_3d_with_smooth_contact(group):
             assert np.abs(g[name]).max() > 0, name  # the obstacles were touched
 
 
+@pytest.mark.parametrize("make", ["thrown block", "pinned cloth"])
+def test_every_contact_and_drag_parameter_matches_central_differences(make):
+    """Each entry of the contact, drag and obstacle parameters, one by one (gradcheck spaces its entries over the
+    hundreds of springs), against a central difference, with smooth (soft, undamped) contact: a thrown solid
+    against a sphere and a box, and a cloth pinned at its corners falling onto them."""
+    smooth = dict(softness=0.003, kd=0.0, drag=0.02)
+    if make == "thrown block":
+        sim, loss = thrown_block(**smooth)
+    else:
+        robot = draped_cloth()
+        sim = MassSpring(horizon=150, robot=robot, spheres=[SPHERE], boxes=[BOX], mu=0.4, eps=0.02, **smooth)
+        loss = tisim.losses.TerminalSum(mean_x_weights(sim)) + tisim.losses.TerminalTarget(
+            {"pos": robot.particles + [0.0, -0.05, 0.0]})
+    g = sim.gradient(loss).params
+    base = {name: np.array(v) for name, v in sim.params.items()}
+    checked = 0
+    for name in ("kc", "softness", "mu", "eps", "drag", "g", "m", "sphere_center", "sphere_radius", "box_center",
+                 "box_half"):
+        for index in np.ndindex(base[name].shape):
+            h = 1e-6 * max(1.0, abs(base[name][index]))
+            values = []
+            for sign in (1, -1):
+                moved = base[name].copy()
+                moved[index] += sign * h
+                sim.set_params(**{name: moved})
+                values.append(float(np.sum(sim.evaluate(loss))))
+            sim.set_params(**{name: base[name]})
+            difference = (values[0] - values[1]) / (2 * h)
+            floor = 1e-3 * abs(float(np.sum(sim.evaluate(loss))))  # entries far below the loss's scale
+            assert abs(g[name][index] - difference) <= 1e-5 * max(abs(difference), floor), \
+                (name, index, g[name][index], difference)
+            checked += 1
+    assert checked == 17  # 7 global entries, a sphere's centre and radius, a box's centre and half extents
+
+
 def test_gradients_in_3d_through_hard_contact():
     """Hard, damped contact: every group matches central differences to the 1e-3 of the 2D body's contact test
     (a difference whose stencil straddles a contact switch measures a mixture of two pieces)."""
