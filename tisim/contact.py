@@ -111,8 +111,7 @@ def penalty_normal_soft_compression(d, vn, k, c, s):
     z = d / soft
     act = soft * (ti.max(z, 0.0) + ti.log(1.0 + ti.exp(-ti.abs(z))))
     gate = ti.exp(ti.min(z, 0.0)) / (1.0 + ti.exp(-ti.abs(z)))
-    hard = (k * d - c * ti.min(vn, 0.0)) * ti.select(d > 0.0, 1.0, 0.0)
-    return ti.select(s > 0.0, k * act - c * ti.min(vn, 0.0) * gate, hard)
+    return ti.select(s > 0.0, k * act - c * ti.min(vn, 0.0) * gate, penalty_normal_compression(d, vn, k, c))
 
 
 @ti.func

@@ -12,6 +12,8 @@ after the test suite had passed, when Taichi's program was already gone).
         scene.look(from_=(1.6, 1.0, 2.2), at=(0.5, 0.2, 0.5))
         picture = scene.render(points, colors, radius=0.005, floor=0.09)
 """
+import weakref
+
 import numpy as np
 import taichi as ti
 
@@ -23,7 +25,7 @@ class Scene:
     """A camera and a light over the unit cube; ``render`` paints points (and a floor) and returns the picture.
     One at a time."""
 
-    _open = 0  # scenes open in this process
+    _open = weakref.WeakSet()  # scenes open in this process (one dropped unclosed stops counting once collected)
 
     def __init__(self, size=(480, 360), *, offscreen=True, title="tisim"):
         if len(size) != 2 or min(size) < 16:
@@ -32,7 +34,7 @@ class Scene:
         problem = window_problem(offscreen)
         if problem:
             raise WindowUnavailable(f"3D pictures need GGUI: {problem}")
-        if Scene._open:
+        if any(scene.window is not None for scene in Scene._open):
             raise RuntimeError("Scene: another scene is open; close it first (with Taichi 1.7.4's GGUI, closing a "
                                "second window aborted the process when the first drew again)")
         runtime.ensure_init()
@@ -43,7 +45,7 @@ class Scene:
                                     "mesa-vulkan-drivers") from None
         self.camera = ti.ui.Camera()
         self._fields, self._trees = {}, []
-        Scene._open += 1
+        Scene._open.add(self)
         self.look()
 
     def close(self):
@@ -54,7 +56,7 @@ class Scene:
         if self.window is not None:
             self.window.destroy()
             self.window = None
-            Scene._open -= 1
+        Scene._open.discard(self)
 
     def __enter__(self):
         return self
