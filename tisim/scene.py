@@ -64,14 +64,14 @@ class Scene:
     def __exit__(self, *exc):
         self.close()
 
-    def _field(self, kind, values, dtype=ti.f32):
+    def _field(self, kind, values):
         """A field holding values, (n, 3) as 3-vectors or (n,) as scalars, one per (kind, n), kept for the next
         picture."""
-        values = np.ascontiguousarray(values, dtype=np.float32 if dtype == ti.f32 else np.int32)
+        values = np.ascontiguousarray(values, dtype=np.float32)
         key = (kind, values.shape)
         if key not in self._fields:
             builder = ti.FieldsBuilder()
-            field = ti.Vector.field(3, dtype) if values.ndim == 2 else ti.field(dtype)
+            field = ti.Vector.field(3, ti.f32) if values.ndim == 2 else ti.field(ti.f32)
             builder.dense(ti.i, len(values)).place(field)
             self._trees.append(builder.finalize())
             self._fields[key] = field
@@ -113,10 +113,11 @@ class Scene:
             centres = np.array([c for c, _ in spheres], dtype=float).reshape(-1, 3)
             scene.particles(self._field("spheres", centres), radius=0.0, color=(0.55, 0.6, 0.7),
                             per_vertex_radius=self._field("sphere radii", [float(r) for _, r in spheres]))
-        if mesh is not None:
+        if mesh is not None:  # each triangle's own three vertices: an indexed mesh sometimes came out blank in GGUI
             vertices, triangles = np.asarray(mesh[0], dtype=float), np.asarray(mesh[1], dtype=int)
-            scene.mesh(self._field("mesh", vertices), indices=self._field("mesh indices", triangles.ravel(), ti.i32),
-                       normals=self._field("mesh normals", vertex_normals(vertices, triangles)),
+            normals = vertex_normals(vertices, triangles)
+            scene.mesh(self._field("mesh", vertices[triangles].reshape(-1, 3)),
+                       normals=self._field("mesh normals", normals[triangles].reshape(-1, 3)),
                        color=(0.35, 0.55, 0.8), two_sided=True)
         if segments is not None and len(segments):
             scene.lines(self._field("segments", np.asarray(segments, dtype=float).reshape(-1, 3)), width=1.0,
