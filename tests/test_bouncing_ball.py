@@ -173,7 +173,8 @@ def test_gradcheck_soft_contact():
     (dict(m=-1.0), r"m must be in \(0, inf\), got -1"),
     (dict(mu=-0.5), r"mu must be in \[0, inf\), got -0.5"),
     (dict(softness=-1e-3), r"softness must be in \[0, inf\), got -0.001"),
-    (dict(contact="impulse"), r"contact must be one of \['penalty', 'impact'\], got 'impulse'"),
+    (dict(kappa=-1e-3), r"kappa must be in \[0, inf\), got -0.001"),
+    (dict(contact="impulse"), r"contact must be one of \['penalty', 'impact', 'qp'\], got 'impulse'"),
 ])
 def test_bad_input_names_the_parameter_and_interval(kwargs, message):
     """Out-of-range e, k, m, mu, softness and unknown contact modes raise ValueError naming what is allowed."""

@@ -7,7 +7,7 @@ import tisim
 from tisim.systems import SlidingBlock
 
 G = 9.8
-LAWS = ("tanh", "huber", "stick_slip")
+LAWS = ("tanh", "huber", "stick_slip", "qp")
 LOSS = tisim.losses.TerminalTarget({"x": 1.0, "v": 0.5})
 
 
@@ -32,7 +32,7 @@ def test_stopping_distance(friction):
     assert np.all(np.diff(x) >= 0)
     stop = int(round(1.1 * v0 / (mu * G) / 1e-3))
     assert np.abs(v[stop:]).max() < 1e-3 and abs(x[-1] - x[stop]) < 1e-4
-    if friction == "stick_slip":
+    if friction in ("stick_slip", "qp"):
         assert np.all(v[stop:] == 0.0)  # static friction holds the block exactly
 
 
@@ -56,7 +56,8 @@ def test_regularized_laws_creep_under_a_static_push():
     # A 2 N push below mu m g = 2.94 N: stick_slip stays at rest, but the regularized laws creep at the velocity where
     # the law balances the push: eps atanh(F / (mu m g)) (tanh) and eps F / (mu m g) (huber), ~ eps, to 1e-9.
     steps, force, mu, eps = 2000, 2.0, 0.3, 0.01
-    creep = {"tanh": eps * np.arctanh(force / (mu * G)), "huber": eps * force / (mu * G), "stick_slip": 0.0}
+    creep = {"tanh": eps * np.arctanh(force / (mu * G)), "huber": eps * force / (mu * G), "stick_slip": 0.0,
+             "qp": 0.0}
     for friction, expected in creep.items():
         sim = SlidingBlock(horizon=steps, friction=friction, mu=mu, eps=eps)
         sim.set_actions(np.full(steps, force))
@@ -103,9 +104,9 @@ def test_gradcheck_while_sliding(friction):
     (dict(mu_s=-1.0), r"mu_s must be in \[0, inf\), got -1"),
     (dict(m=0.0), r"m must be in \(0, inf\), got 0"),
     (dict(eps=0.0), r"eps must be in \(0, inf\), got 0"),
-    (dict(friction="stick-slip"), r"friction must be one of \['tanh', 'huber', 'stick_slip'\], got 'stick-slip'"
+    (dict(friction="stick-slip"), r"friction must be one of \['tanh', 'huber', 'stick_slip', 'qp'\], got 'stick-slip'"
                                   r".*Perhaps you meant 'stick_slip'\?"),
-    (dict(friction="coulomb"), r"friction must be one of \['tanh', 'huber', 'stick_slip'\], got 'coulomb'"),
+    (dict(friction="coulomb"), r"friction must be one of \['tanh', 'huber', 'stick_slip', 'qp'\], got 'coulomb'"),
 ])
 def test_bad_input_names_the_argument(kwargs, message):
     """Negative mu, mu_s, non-positive m, eps and unknown friction laws raise ValueError naming what is allowed."""

@@ -9,10 +9,24 @@ contact="penalty" (default): a spring-damper normal force on the penetration d =
     restitution is slightly above e, since the contact never pulls (0.808 for e = 0.8; see tisim.contact).
 contact="impact": rigid contact; exact ballistic flight and, within the step, the time of impact and the impact map
     vy+ = -e vy- (restitution_toi). Friction is not modelled in this mode.
-Non-smooth parts: the contact switch (softened by softness > 0 in penalty mode) and the impact time.
+contact="qp": rigid contact as a convex problem at the velocity level (tisim.complementarity): from the contact-free
+    velocities v* = v + dt a, each step solves for the normal and friction impulses per unit mass
+        w_n >= 0,  vy* + w_n >= b,  complementary (or w_n s = kappa),   |w_t| <= mu w_n, maximal dissipation,
+        b = -gap / dt (gap = py - r: the disc ends the step at or above the floor), or, for an impact (the
+        contact-free step would cross the floor, at an approach speed -vy above |ay| dt), b = max(-gap / dt, -e vy):
+        restitution on the velocity the disc arrives with. Slower impacts are inelastic, so that a disc settles on
+        the floor instead of hopping on it forever;
+    then v = v* + w and p = p + dt v. The disc never enters the floor, rests on it without sag or drift (a resting
+    disc floats kappa / g above it when kappa > 0), stops sliding exactly (Coulomb stick) and bounces with e. The
+    friction impulse is found by Newton steps and differentiated through its optimality condition
+    (solver_gradient="implicit", the default) or through the steps (solver_gradient="unrolled"). A bounce is
+    resolved in the step before the contact-free motion would cross the floor, at most |vy| dt above it.
+Non-smooth parts: the contact switch (softened by softness > 0 in penalty mode, by kappa > 0 in qp mode), the impact
+time, and in qp mode the step in which a bounce happens (the restitution target turns on).
 """
 import taichi as ti
 
+from tisim.complementarity import NEWTON_STEPS, friction_impulse, normal_impulse
 from tisim.contact import (
     friction_clip_to_stop,
     friction_coulomb_tanh,
@@ -37,6 +51,8 @@ class BouncingBall(System):
         Quantity("softness", 0.0, "m", "softplus length of the contact activation; 0 = hard switch", bounds="[0, inf)"),
         Quantity("mu", 0.5, "-", "Coulomb coefficient with the floor (penalty mode)", bounds="[0, inf)"),
         Quantity("eps", 0.01, "m/s", "velocity scale of the regularized friction law", bounds="(0, inf)"),
+        Quantity("kappa", 0.0, "m^2/s^2", "central-path parameter of qp contact: impulse x slack per unit mass; 0 = "
+                 "exact complementarity", bounds="[0, inf)"),
     )
     STATE = (
         Quantity("px", 0.0, "m", "horizontal position of the centre"),
@@ -45,7 +61,7 @@ class BouncingBall(System):
         Quantity("vy", 0.0, "m/s", "vertical velocity"),
     )
     ACTION = (Quantity("force", 0.0, "N", "external force on the disc (x, y)", shape=(2,)),)
-    OPTIONS = {"contact": ("penalty", "impact")}
+    OPTIONS = {"contact": ("penalty", "impact", "qp"), "solver_gradient": ("implicit", "unrolled")}
     DT = 1e-3
 
     @ti.func
@@ -61,6 +77,16 @@ class BouncingBall(System):
             ft = friction_clip_to_stop(friction_coulomb_tanh(vx, fn, theta[b, P.mu], theta[b, P.eps]), vx, m, dt)
             px_next, vx_next = semi_implicit_euler(px, vx, ax + ft / m, dt)
             py_next, vy_next = semi_implicit_euler(py, vy, ay + fn / m, dt)
+        elif ti.static(self.contact == "qp"):
+            vx_free, vy_free, gap = vx + dt * ax, vy + dt * ay, py - r
+            impact = gap + dt * vy_free < 0.0 and -vy > ti.abs(ay) * dt
+            target = ti.select(impact, ti.max(-gap / dt, -theta[b, P.e] * vy), -gap / dt)
+            kappa = theta[b, P.kappa]
+            wn = normal_impulse(vy_free - target, kappa)
+            wt = friction_impulse(vx_free, theta[b, P.mu] * wn, kappa, NEWTON_STEPS,
+                                  ti.static(self.solver_gradient == "implicit"))
+            vx_next, vy_next = vx_free + wt, vy_free + wn
+            px_next, py_next = px + dt * vx_next, py + dt * vy_next
         else:
             px_next, vx_next = px + dt * vx + 0.5 * dt * dt * ax, vx + dt * ax
             bottom, vy_next = restitution_toi(py - r, vy, ay, theta[b, P.e], dt)

@@ -5,6 +5,11 @@ friction="tanh" (default):  f = -mu m g tanh(v / eps)
 friction="huber":           f = -mu m g clamp(v / eps, -1, 1)
 friction="stick_slip":      static coefficient mu_s and kinetic mu (mu <= mu_s): the block stays exactly at rest while
                             |F| <= mu_s m g, and slides against -mu m g sign(v) otherwise (friction_stick_slip).
+friction="qp":              Coulomb friction as the convex problem of tisim.complementarity: the friction impulse per
+                            unit mass w minimizes (v* + w)^2 / 2 over |w| <= mu g dt (v* = v + dt F / m), exactly
+                            (kappa = 0: stick while |F| <= mu m g, else slide against mu m g) or on the interior-point
+                            central path (kappa > 0: smooth); differentiated through its optimality condition
+                            (solver_gradient="implicit", default) or through the Newton steps ("unrolled").
 Semi-implicit Euler; the regularized laws are clipped so that friction at most stops the block within a step
 (friction_clip_to_stop; it binds only when dt mu g / eps > 1). The regularized laws creep (v ~ eps F / (mu m g)) under
 a sub-threshold push; stick-slip does not, and its gradient is piecewise: zero with respect to the push while stuck.
@@ -12,6 +17,7 @@ a sub-threshold push; stick-slip does not, and its gradient is piecewise: zero w
 import numpy as np
 import taichi as ti
 
+from tisim.complementarity import NEWTON_STEPS, friction_impulse
 from tisim.contact import friction_clip_to_stop, friction_coulomb_huber, friction_coulomb_tanh, friction_stick_slip
 from tisim.engine import System
 from tisim.integrators import semi_implicit_euler
@@ -29,13 +35,15 @@ class SlidingBlock(System):
         Quantity("mu", 0.3, "-", "kinetic Coulomb coefficient", bounds="[0, inf)"),
         Quantity("mu_s", 0.5, "-", "static Coulomb coefficient (stick_slip only; keep mu <= mu_s)", bounds="[0, inf)"),
         Quantity("eps", 0.01, "m/s", "velocity scale of the regularized friction laws", bounds="(0, inf)"),
+        Quantity("kappa", 0.0, "m^2/s^2", "central-path parameter of qp friction: impulse x slack per unit mass; 0 = "
+                 "exact Coulomb", bounds="[0, inf)"),
     )
     STATE = (
         Quantity("x", 0.0, "m", "position along the floor"),
         Quantity("v", 0.0, "m/s", "velocity"),
     )
     ACTION = (Quantity("force", 0.0, "N", "horizontal push"),)
-    OPTIONS = {"friction": ("tanh", "huber", "stick_slip")}
+    OPTIONS = {"friction": ("tanh", "huber", "stick_slip", "qp"), "solver_gradient": ("implicit", "unrolled")}
     DT = 1e-3
 
     @ti.func
@@ -44,7 +52,12 @@ class SlidingBlock(System):
         m, pos, v = theta[b, P.m], x[b, t, X.x], x[b, t, X.v]
         fn = m * theta[b, P.g]
         f = u[b, t, 0]
-        if ti.static(self.friction == "stick_slip"):
+        if ti.static(self.friction == "qp"):
+            v_free = v + dt * f / m
+            w = friction_impulse(v_free, theta[b, P.mu] * theta[b, P.g] * dt, theta[b, P.kappa], NEWTON_STEPS,
+                                 ti.static(self.solver_gradient == "implicit"))
+            f += m * w / dt  # the impulse as the force that delivers it over the step
+        elif ti.static(self.friction == "stick_slip"):
             f += friction_stick_slip(v + dt * f / m, fn, theta[b, P.mu_s], theta[b, P.mu], m, dt)
         else:
             f += friction_clip_to_stop(ti.static(REGULARIZED[self.friction])(v, fn, theta[b, P.mu], theta[b, P.eps]),
@@ -54,6 +67,6 @@ class SlidingBlock(System):
         x[b, t + 1, X.v] += v_next
 
     def events(self, traj):
-        """"sliding": |v| > 0 (stick_slip: exactly at rest otherwise) or |v| > eps (the regularized laws' band)."""
-        band = 0.0 if self.friction == "stick_slip" else self.params["eps"][:, None]
+        """"sliding": |v| > 0 (stick_slip, qp: exactly at rest otherwise) or |v| > eps (the regularized laws' band)."""
+        band = 0.0 if self.friction in ("stick_slip", "qp") else self.params["eps"][:, None]
         return {"sliding": np.abs(traj["v"]) > band}

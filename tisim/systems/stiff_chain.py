@@ -28,17 +28,13 @@ solver_gradient: how reverse mode gets through the Newton solve.
     In general the implicit route also frees the solver from being differentiable at all; here it does not. The
     iterations still sit in the kernel that Taichi differentiates, so they must stay free of while loops (Taichi's
     reverse mode refuses one even when its result is detached: measured), their reverse code is still compiled and
-    run, and both options cost the same time.
-
-Taichi 1.7 has no stop-gradient for a local (ti.stop_grad marks a field's SNode), and its compiler folds a bit_cast
-round trip away, gradient included. `detach` rounds down to a multiple of 2^-80 instead: floor is piecewise constant,
-so reverse mode gives it a zero derivative, and a float64 of magnitude >= 2^-28 is already such a multiple, so the
-value comes back unchanged (smaller ones move by less than 1e-24; in float32, values in [2^-57, 2^48) are unchanged).
+    run, and both options cost the same time. `detach` is tisim.implicit's.
 """
 import numpy as np
 import taichi as ti
 
 from tisim.engine import System
+from tisim.implicit import detach
 from tisim.quantities import Quantity
 
 # The step is unrolled over the masses and the Newton steps at compile time. Compiling the backward pass (6 Newton
@@ -50,13 +46,6 @@ N_MAX = 8
 def let(value):
     """value bound to a variable of its own (a function's result is)."""
     return value
-
-
-@ti.func
-def detach(value):
-    """value with no derivative (see the module docstring)."""
-    scale = ti.static(2.0**80)
-    return ti.floor(value * scale) / scale
 
 
 class StiffChain(System):

@@ -1,0 +1,213 @@
+"""Contact as a convex problem (tisim.complementarity, contact="qp" / friction="qp"): the impulses against an
+independent numpy solution of their optimality conditions, the implicit-function-theorem derivative against the
+formula and the unrolled one against central differences, and the physics of rigid contact: no penetration, rest
+without drift, restitution, Coulomb stopping, stick and slip within one step."""
+import numpy as np
+import pytest
+import taichi as ti
+
+import tisim
+from tisim import runtime
+from tisim.complementarity import NEWTON_STEPS, friction_impulse, normal_impulse
+from tisim.gradients import relative_errors
+from tisim.systems import BouncingBall, SlidingBlock
+
+G, R = 9.8, 0.1
+
+
+def barrier_root(a, c, kappa):
+    """The friction impulse on the central path, by bisection on the barrier's stationarity in w itself:
+    a + w + kappa / (c - w) - kappa / (c + w) = 0 on (-c, c) (increasing in w)."""
+    lo, hi = -c, c
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if a + mid + kappa / (c - mid) - kappa / (c + mid) > 0 else (mid, hi)
+    return 0.5 * (lo + hi)
+
+
+CASES = np.random.default_rng(0)
+A = np.concatenate([CASES.uniform(-0.03, 0.03, 20), CASES.uniform(-0.3, 0.3, 12), [0.0, 1e-9, -2.0, 2.0]])
+C = np.concatenate([CASES.uniform(0.002, 0.02, 32), [0.01, 0.01, 0.01, 0.01]])
+KAPPA = np.concatenate([10.0 ** CASES.uniform(-9, -4, 32), [1e-6, 1e-6, 1e-8, 1e-3]])
+
+
+def impulses(a, c, kappa, steps=NEWTON_STEPS, implicit=True):
+    """friction_impulse and normal_impulse (of z = a) on arrays, with their derivatives: (value, d/da, d/dc,
+    d/dkappa) for the friction impulse and (value, d/dz, d/dkappa) for the normal one."""
+    runtime.ensure_init()
+    n = len(a)
+    a_, c_, k_, w, wn = (ti.field(ti.f64, n, needs_grad=True) for _ in range(5))
+
+    @ti.kernel
+    def solve():
+        for i in range(n):
+            w[i] = friction_impulse(a_[i], c_[i], k_[i], steps, implicit)
+            wn[i] = normal_impulse(a_[i], k_[i])
+
+    for field, values in ((a_, a), (c_, c), (k_, kappa)):
+        field.from_numpy(np.asarray(values, dtype=np.float64))
+    solve()
+    friction = [w.to_numpy()]
+    w.grad.fill(1.0)
+    solve.grad()
+    friction += [f.grad.to_numpy() for f in (a_, c_, k_)]
+    for f in (a_, c_, k_, w):
+        f.grad.fill(0.0)
+    wn.grad.fill(1.0)
+    solve.grad()
+    return friction, [wn.to_numpy(), a_.grad.to_numpy(), k_.grad.to_numpy()]
+
+
+def test_impulses_solve_their_optimality_conditions():
+    """On the central path the friction impulse is the bisection root of the barrier's stationarity in w (to 1e-14
+    of c), the normal impulse the positive root of w^2 + z w - kappa (to 1e-14); at kappa = 0 they are the exact
+    clamp(-a, -c, c) and max(0, -z); and the derivatives, converged, are the implicit function theorem's at the
+    exact root (to 1e-9), implicit and unrolled alike. (kappa >= 1e-9 here: a smaller one puts the root within 1e-16
+    of the cone's edge, where numpy's w has too few digits left to check against.)"""
+    exact = np.array([barrier_root(*p) for p in zip(A, C, KAPPA)])
+    slope = 1 + KAPPA / (C - exact) ** 2 + KAPPA / (C + exact) ** 2  # d/dw of the stationarity
+    derivatives = (-1 / slope, (KAPPA / (C - exact) ** 2 - KAPPA / (C + exact) ** 2) / slope,
+                   -(1 / (C - exact) - 1 / (C + exact)) / slope)
+    root = np.sqrt(A**2 + 4 * KAPPA)
+    normal = np.where(A > 0, 2 * KAPPA / (A + root), (root - A) / 2)  # the root of w^2 + z w - kappa, w > 0
+    for implicit in (True, False):
+        friction, normal_out = impulses(A, C, KAPPA, implicit=implicit)
+        np.testing.assert_allclose(friction[0], exact, rtol=0, atol=1e-14 * C.max())
+        for got, want in zip(friction[1:], derivatives):
+            np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9 * np.abs(want).max())
+        np.testing.assert_allclose(normal_out[0], normal, rtol=1e-13, atol=1e-16)
+        np.testing.assert_allclose(normal_out[1], -normal / np.sqrt(A**2 + 4 * KAPPA), rtol=1e-10)
+        np.testing.assert_allclose(normal_out[2], 1 / np.sqrt(A**2 + 4 * KAPPA), rtol=1e-10)
+    zero = np.zeros_like(A)
+    friction, normal_out = impulses(A, C, zero)
+    np.testing.assert_array_equal(friction[0], np.clip(-A, -C, C))
+    np.testing.assert_array_equal(friction[1], np.where(np.abs(A) < C, -1.0, 0.0))
+    np.testing.assert_array_equal(normal_out[0], np.maximum(-A, 0.0))
+    for values in friction + normal_out:
+        assert np.isfinite(values).all()  # the smooth form, computed and not taken, leaves no NaN in the gradient
+
+
+def test_unconverged_the_implicit_derivative_is_the_formula_and_unrolled_is_the_iterations():
+    """With 2 Newton steps the iterate is not converged. The implicit derivative is the implicit function theorem's
+    formula at the iterate before the last step (computed here from the 1-step solve's result), to 1e-10, not the
+    derivative of the iterations; the unrolled one is that derivative (central differences of the 2-step map, to
+    1e-6), and the two differ."""
+    a, c, kappa = A[:32], C[:32], KAPPA[:32]
+    implicit, _ = impulses(a, c, kappa, steps=2, implicit=True)
+    unrolled, _ = impulses(a, c, kappa, steps=2, implicit=False)
+    u = np.arctanh(impulses(a, c, kappa, steps=1)[0][0] / c)  # the iterate the 2-step solve's last step starts at
+    alpha, k = a / c, kappa / c**2
+    g = alpha + np.tanh(u) + k * np.sinh(2 * u)
+    slope = 1 / np.cosh(u) ** 2 + 2 * k * np.cosh(2 * u)
+    y = np.tanh(u - g / slope)
+    np.testing.assert_allclose(implicit[0], c * y, rtol=1e-12)
+    dy_dalpha, dy_dk = -(1 - y**2) / slope, -(1 - y**2) * np.sinh(2 * u) / slope
+    formula = (dy_dalpha, y + c * (dy_dalpha * -a / c**2 + dy_dk * -2 * kappa / c**3), dy_dk / c)
+    for got, want in zip(implicit[1:], formula):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10 * np.abs(want).max())
+    h = 1e-5  # relative; at 1e-7 round-off in w (~1e-18) over 2 h kappa (~1e-16) is already 1e-4 of dw/dkappa
+    for k_arg in range(3):
+        args = [a, c, kappa]
+        up, down = ([x * (1 + s * h) if i == k_arg else x for i, x in enumerate(args)] for s in (1, -1))
+        central = (impulses(*up, steps=2, implicit=False)[0][0] - impulses(*down, steps=2, implicit=False)[0][0]) \
+            / (2 * h * args[k_arg])
+        np.testing.assert_allclose(unrolled[1 + k_arg], central, rtol=1e-6, atol=1e-6 * np.abs(central).max())
+    assert max(np.abs(i - u_).max() / np.abs(u_).max() for i, u_ in zip(implicit[1:], unrolled[1:])) > 1e-3
+
+
+def drop(horizon, contact, **params):
+    """A disc of radius R dropped from rest, its centre 1 m up."""
+    return BouncingBall(horizon=horizon, contact=contact, r=R, py=1.0, **params).rollout()
+
+
+def test_a_dropped_disc_never_enters_the_floor_and_then_rests_without_drift():
+    """QP contact, e = 0.5: over 10 s the disc's lowest point never goes below the floor (to 1e-12 m) and the disc
+    ends at rest on it, exactly (|py - r|, |vy| <= 1e-12 over the last second); penalty contact (k = 1e5 N/m) sinks
+    millimetres on the same drop (about v sqrt(m / k) = 13 mm)."""
+    qp = drop(10000, "qp", e=0.5)
+    gap, vy = qp["py"][0] - R, qp["vy"][0]
+    assert gap.min() >= -1e-12
+    assert np.abs(gap[-1000:]).max() <= 1e-12 and np.abs(vy[-1000:]).max() <= 1e-12
+    penalty = drop(1000, "penalty", e=0.5)
+    assert (R - penalty["py"][0]).max() > 5e-3
+
+
+def test_bounces_follow_the_restitution_coefficient():
+    """The apexes after the first three bounces are at e^(2n) times the drop height (0.9 m) within 1.5% (measured
+    0.07%, 0.4%, 0.8%: a bounce is resolved up to |vy| dt above the floor)."""
+    e = 0.8
+    traj = drop(3000, "qp", e=e)
+    py, vy = traj["py"][0], traj["vy"][0]
+    apex = np.nonzero((vy[:-1] > 0) & (vy[1:] <= 0))[0]
+    np.testing.assert_allclose(py[apex[:3]] - R, 0.9 * e ** (2 * np.arange(1, 4)), rtol=1.5e-2)
+
+
+def test_kappa_floats_a_resting_disc_kappa_over_g():
+    """kappa > 0: a disc resting on the floor settles kappa / g above it (the support impulse g dt times the slack
+    gap / dt is kappa), to 1e-9."""
+    for kappa in (1e-4, 1e-3):
+        traj = BouncingBall(horizon=5000, contact="qp", r=R, py=R, kappa=kappa).rollout()
+        assert traj["py"][0, -1] - R == pytest.approx(kappa / G, rel=1e-9)
+
+
+def test_coulomb_friction_stops_a_sliding_disc():
+    """A disc on the floor sliding at 2 m/s, mu = 0.5: it stops after v0^2 / (2 mu g) within 1% and then stays
+    exactly at rest; its velocity never reverses."""
+    v0, mu = 2.0, 0.5
+    traj = BouncingBall(horizon=1000, contact="qp", r=R, py=R, vx=v0, mu=mu).rollout()
+    px, vx = traj["px"][0], traj["vx"][0]
+    assert px[-1] == pytest.approx(v0**2 / (2 * mu * G), rel=1e-2)
+    assert vx.min() >= 0.0 and np.all(vx[int(1.1 * v0 / (mu * G) / 1e-3):] == 0.0)
+
+
+def test_stick_below_and_slip_above_mu_within_one_step():
+    """A block at rest pushed at 0.999 mu m g stays exactly at rest; at 1.001 mu m g it slides from the first step at
+    exactly (F - mu m g) / m."""
+    steps, mu, m = 200, 0.3, 2.0
+    sim = SlidingBlock(horizon=steps, batch=2, friction="qp", mu=mu, m=m)
+    push = np.array([0.999, 1.001]) * mu * m * G
+    sim.set_actions(np.repeat(push[:, None], steps, axis=1))
+    v = sim.rollout()["v"]
+    assert np.all(v[0] == 0.0)
+    np.testing.assert_allclose(v[1, 1:], np.arange(1, steps + 1) * 1e-3 * (push[1] - mu * m * G) / m, rtol=1e-9)
+
+
+def thrown(solver_gradient, kappa, horizon=400):
+    """A disc thrown down and sideways: it bounces (e = 0.5) and slides with friction (mu = 0.3) before the end."""
+    sim = BouncingBall(horizon=horizon, batch=2, contact="qp", solver_gradient=solver_gradient, kappa=kappa, r=R,
+                       e=0.5, mu=0.3, px=[0.0, 0.1], py=[0.3, 0.25], vx=[1.0, 0.6], vy=[-1.0, -0.5])
+    sim.set_actions(np.random.default_rng(1).normal(size=(2, horizon, 2)))
+    return sim, tisim.losses.TerminalTarget({"px": 0.5, "py": 0.3, "vx": 0.1}) + 0.01 * tisim.losses.Effort()
+
+
+@pytest.mark.parametrize("solver_gradient", BouncingBall.OPTIONS["solver_gradient"])
+@pytest.mark.parametrize("kappa", [0.0, 1e-4])
+def test_qp_contact_gradients_match_central_differences(solver_gradient, kappa):
+    """Through a bounce and a frictional slide, every group against Richardson-extrapolated float64 central
+    differences, to 1e-5 (measured: 4e-7 at kappa = 0, 1.2e-6 at kappa = 1e-4); at kappa = 0 all parameters but
+    kappa itself (dL/dkappa is one-sided and infinite there: the impulses grow as sqrt(kappa))."""
+    sim, loss = thrown(solver_gradient, kappa)
+    traj = sim.rollout()
+    vy = traj["vy"]
+    assert ((vy[:, :-1] < 0) & (vy[:, 1:] > 0)).sum(axis=1).min() >= 1  # each bounced,
+    assert np.abs(traj["vx"][:, -1]).max() < 0.1  # and friction stopped its slide
+    # step 2e-6: with kappa > 0 the loss curves on a scale of about 1e-4 in r (the differences at step 1e-5 are off
+    # by 6e-6 there and converge onto the backward pass below 3e-6)
+    report = tisim.gradcheck(sim, loss, step=2e-6, extrapolate=True, max_entries=12)
+    assert report["initial_state"].worst <= 1e-5 and report["actions"].worst <= 1e-5, str(report)
+    params = report["params"]
+    assert params.checked == 2 * len(sim.param_layout.labels())  # every parameter, both batch elements
+    keep = [i for i, label in enumerate(sim.param_layout.labels()) if kappa > 0 or label != "kappa"]
+    errors = relative_errors(params.backward[:, keep], params.central[:, keep])
+    assert errors.max() <= 1e-5, f"{errors}\n{report}"
+
+
+def test_implicit_and_unrolled_gradients_agree_once_converged():
+    """At the default Newton steps the friction solve has converged: the two rollout gradients agree to 1e-10."""
+    grads = {}
+    for name in BouncingBall.OPTIONS["solver_gradient"]:
+        sim, loss = thrown(name, 1e-4)
+        g = sim.gradient(loss)
+        grads[name] = np.concatenate([np.ravel(v) for v in g.params.values()] + [np.ravel(g.actions)])
+    np.testing.assert_allclose(grads["implicit"], grads["unrolled"], rtol=1e-10,
+                               atol=1e-10 * np.abs(grads["unrolled"]).max())
