@@ -11,10 +11,14 @@
 #   pathwise   for comparison, the mean of the backward gradients at the same S perturbed inputs.
 # All samples of all sweep points are ONE batched rollout, with the same noise at every point (common random numbers),
 # so the smoothed loss is a smooth curve whose central difference checks the smoothed estimate. All this is done for
-# hard contact (softness = 0) and soft contact (softness = 5 mm, the softplus activation of penalty_normal).
+# five contact models of the same disc: hard penalty contact (softness = 0), soft penalty contact (softness = 5 mm,
+# the softplus activation of penalty_normal), rigid contact with the exact time of impact (contact="impact"), and
+# contact as a convex problem (contact="qp"), exact (kappa = 0) and on the interior-point central path (kappa =
+# 1e-3 m^2/s^2, which floats a resting disc 0.1 mm above the floor).
 # Hard contact turns the damping force of penalty_normal on at full strength, c |vy|, in the first step with d > 0: L
 # jumps each time py0 moves that step by one, a sawtooth of period |vy_impact| dt (about 5 mm of py0). The backward pass
-# differentiates the teeth; differences across many teeth see the overall slope.
+# differentiates the teeth; differences across many teeth see the overall slope. QP contact has teeth of its own: a
+# bounce is resolved in the step before the free motion would cross the floor, up to |vy| dt above it.
 #
 # Command: python demos/contact_gradients.py [--out out] [--points 65] [--samples 256] [--sigma 0.05] [--short]
 import argparse
@@ -29,7 +33,8 @@ from tisim.systems import BouncingBall
 
 HORIZON, E = 800, 0.8  # steps of the default dt = 1 ms; restitution [-]
 SWEEP = (0.45, 3.65)  # initial height py0 [m]
-SETTINGS = {"hard": 0.0, "soft": 5e-3}  # softness [m]
+SETTINGS = {"hard": ("penalty", {"softness": 0.0}), "soft": ("penalty", {"softness": 5e-3}),  # softness [m]
+            "impact": ("impact", {}), "qp": ("qp", {"kappa": 0.0}), "qp smooth": ("qp", {"kappa": 1e-3})}  # m^2/s^2
 PY = [q.name for q in BouncingBall.STATE].index("py")  # offset of py in the (scalar) state
 R = next(q.default for q in BouncingBall.PARAMS if q.name == "r")  # disc radius [m]
 
@@ -104,8 +109,11 @@ def explain(name, r):
             f"from the smoothed slope, standard error {path_se:.3g}"]
 
 
-def print_table(name, softness, r, rows=16):
-    print(f"\n{name} contact (softness {softness:g} m); regime: f contact-free, c contact, s rebound count changes")
+def print_table(name, setting, r, rows=16):
+    contact, params = setting
+    knobs = ", ".join(f"{key} {value:g}" for key, value in params.items())
+    print(f"\n{name} contact ({contact}{', ' + knobs if knobs else ''}); regime: f contact-free, c contact, s rebound "
+          "count changes")
     print(f"{'py0':>6} {'reb':>3} {'L':>8} {'backward':>10} {'central':>9} {'smoothed':>9} {'+-se':>7} {'pathwise':>9}")
     for i in range(0, len(r["input"]), -(-len(r["input"]) // rows)):
         print(f"{r['input'][i]:>6.3f} {r['rebounds'][i]:>2d}{r['regime'][i][0]} {r['loss'][i]:>8.4f} "
@@ -116,7 +124,7 @@ def print_table(name, softness, r, rows=16):
 def plot(results, path):
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(12, 4.5))
+    figure = Figure(figsize=(4.8 * len(results), 4.5))
     for ax, (name, r) in zip(figure.subplots(1, len(results), sharey=True), results.items()):
         x = r["input"]
         for k, xs in enumerate(x[r["regime"] == "switch"]):
@@ -156,21 +164,26 @@ def main(argv=None):
         parser.error(f"--sigma {args.sigma} puts a sample inside the floor (py0 below r = {R} m)")
 
     start, loss = time.perf_counter(), tisim.losses.Custom(final_height)
-    exact = BouncingBall(horizon=HORIZON, batch=len(grid), e=E, py=grid)
-    perturbed = BouncingBall(horizon=HORIZON, batch=len(grid) * S, e=E, py=(grid[:, None] + args.sigma * noise).ravel())
     results, story = {}, []
-    for name, softness in SETTINGS.items():
-        exact.set_params(softness=softness), perturbed.set_params(softness=softness)
+    for name, (contact, params) in SETTINGS.items():
+        exact = BouncingBall(horizon=HORIZON, batch=len(grid), contact=contact, e=E, py=grid, **params)
+        perturbed = BouncingBall(horizon=HORIZON, batch=len(grid) * S, contact=contact, e=E,
+                                 py=(grid[:, None] + args.sigma * noise).ravel(), **params)
         g = perturbed.gradient(loss)  # every sample of every point: one batched rollout and backward pass
         samples, sample_grads = (a.reshape(len(grid), S) for a in (g.per_batch, g.initial_state["py"]))
-        results[name] = estimates(grid, sweep(exact, loss), samples, sample_grads, noise, args.sigma, softness)
+        results[name] = estimates(grid, sweep(exact, loss), samples, sample_grads, noise, args.sigma,
+                                  params.get("softness", 0.0))
         story += explain(name, results[name])
-        print_table(name, softness, results[name])
+        print_table(name, (contact, params), results[name])
+        del exact, perturbed, g
     print(f"\nsweep spacing h = {h:.4g} m, sigma = {args.sigma:g} m, {S} samples per point: {len(grid) * S} "
           "perturbed rollouts per setting, in one batch\n" + "\n".join(story))
     ratio = results["hard"]["disagreement"] / results["soft"]["disagreement"]
-    print(f"softness {SETTINGS['soft']:g} m cuts the median disagreement {ratio:.3g}-fold; it also changes the physics:"
-          f" L moves by a median {np.median(np.abs(results['soft']['loss'] - results['hard']['loss'])):.3g} m")
+    print(f"softness {SETTINGS['soft'][1]['softness']:g} m cuts the median disagreement {ratio:.3g}-fold; it also "
+          "changes the physics: L moves by a median "
+          f"{np.median(np.abs(results['soft']['loss'] - results['hard']['loss'])):.3g} m")
+    print("median disagreement by contact model: " + ", ".join(f"{name} {r['disagreement']:.3g}"
+                                                                for name, r in results.items()))
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "contact_gradients.png")
     plot(results, path)

@@ -28,7 +28,7 @@ def chaos(request, tmp_path_factory):
         return dict(load_demo("chaos_horizon").main(["--short", "--out", str(out)]), perturbed=bool(request.param))
 
 
-@pytest.mark.parametrize("setting", ["hard", "soft"])
+@pytest.mark.parametrize("setting", ["hard", "soft", "impact", "qp"])
 def test_contact_free_points_agree(contact, setting):
     """Where no sample of the stencil touches the floor, backward and central difference agree to 1e-9."""
     r = contact[setting]
@@ -38,9 +38,11 @@ def test_contact_free_points_agree(contact, setting):
     np.testing.assert_allclose(r["backward"][free], 1.0, rtol=1e-9)  # L = py0 - g t^2 / 2 in free fall
 
 
-def test_soft_contact_agrees_away_from_switches(contact):
-    """Soft contact: away from rebound-count changes, backward and central difference agree within 5% of the scale."""
-    r = contact["soft"]
+@pytest.mark.parametrize("setting", ["soft", "impact", "qp"])
+def test_smooth_or_rigid_contact_agrees_away_from_switches(contact, setting):
+    """Soft penalty contact, the exact time of impact and QP contact (which bounces at the time of impact): away from
+    rebound-count changes, backward and central difference agree within 5% of the scale."""
+    r = contact[setting]
     away = r["regime"] != "switch"
     scale = np.maximum(np.abs(r["central"][away]), np.median(np.abs(r["central"])))
     assert np.all(np.abs(r["backward"][away] - r["central"][away]) <= 0.05 * scale)

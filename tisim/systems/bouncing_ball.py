@@ -12,18 +12,20 @@ contact="impact": rigid contact; exact ballistic flight and, within the step, th
 contact="qp": rigid contact as a convex problem at the velocity level (tisim.complementarity): from the contact-free
     velocities v* = v + dt a, each step solves for the normal and friction impulses per unit mass
         w_n >= 0,  vy* + w_n >= b,  complementary (or w_n s = kappa),   |w_t| <= mu w_n, maximal dissipation,
-        b = -gap / dt (gap = py - r: the disc ends the step at or above the floor), or, for an impact (the
-        contact-free step would cross the floor, at an approach speed -vy above |ay| dt), b = max(-gap / dt, -e vy):
-        restitution on the velocity the disc arrives with. Slower impacts are inelastic, so that a disc settles on
-        the floor instead of hopping on it forever;
-    then v = v* + w and p = p + dt v. The disc never enters the floor, rests on it without sag or drift (a resting
-    disc floats kappa / g above it when kappa > 0), stops sliding exactly (Coulomb stick) and bounces with e. The
+        b = -gap / dt (gap = py - r: the disc ends the step at or above the floor), or, for an impact (the free
+        flight touches the floor within the step, at time tau, at a speed above |ay| dt / e), b = the velocity at the
+        step's end of the rebound -e v(tau) from the floor (the exact time of impact, as contact="impact"). Slower
+        impacts are inelastic, so that a disc settles on the floor instead of hopping on it forever;
+    then v = v* + w, and p = p + dt v, or after a bounce the rebound's flight from the floor: a bounce lands where
+    the exact rebound would, whichever step it falls in, and the gradient sees the time of impact, not the step's
+    quantization. The disc never enters the floor, rests on it without sag or drift (a resting disc floats
+    kappa / g above it when kappa > 0), stops sliding exactly (Coulomb stick) and bounces with e. The
     friction impulse is found by Newton steps and differentiated through its optimality condition
-    (solver_gradient="implicit", the default) or through the steps (solver_gradient="unrolled"). A bounce is
-    resolved in the step before the contact-free motion would cross the floor, at most |vy| dt above it.
-Non-smooth parts: the contact switch (softened by softness > 0 in penalty mode, by kappa > 0 in qp mode), the impact
-time, and in qp mode the step in which a bounce happens (the restitution target turns on).
+    (solver_gradient="implicit", the default) or through the steps (solver_gradient="unrolled").
+Non-smooth parts: the contact switch (softened by softness > 0 in penalty mode, by kappa > 0 in qp mode) and the
+impact time (in qp mode also the stick-slip switch at kappa = 0, and the speed below which an impact is inelastic).
 """
+import numpy as np
 import taichi as ti
 
 from tisim.complementarity import NEWTON_STEPS, friction_impulse, normal_impulse
@@ -79,14 +81,23 @@ class BouncingBall(System):
             py_next, vy_next = semi_implicit_euler(py, vy, ay + fn / m, dt)
         elif ti.static(self.contact == "qp"):
             vx_free, vy_free, gap = vx + dt * ax, vy + dt * ay, py - r
-            impact = gap + dt * vy_free < 0.0 and -vy > ti.abs(ay) * dt
-            target = ti.select(impact, ti.max(-gap / dt, -theta[b, P.e] * vy), -gap / dt)
-            kappa = theta[b, P.kappa]
+            e, kappa = theta[b, P.e], theta[b, P.kappa]
+            # the free flight's first touch at time tau in the step (the stable root of gap + vy tau + ay tau^2 / 2)
+            q = vy * vy - 2.0 * ay * gap
+            den = -vy + ti.sqrt(ti.max(q, 0.0))
+            tau = ti.min(2.0 * gap / ti.max(den, 1e-30), dt)
+            impact = gap >= 0.0 and q >= 0.0 and den > 0.0 and 2.0 * gap < dt * den and e * -vy > ti.abs(ay) * dt
+            v_hit = vy + ay * tau
+            rebound = -e * v_hit + ay * (dt - tau)  # the normal velocity at the step's end after a bounce at tau
+            target = ti.select(impact, rebound, -gap / dt)
             wn = normal_impulse(vy_free - target, kappa)
             wt = friction_impulse(vx_free, theta[b, P.mu] * wn, kappa, NEWTON_STEPS,
                                   ti.static(self.solver_gradient == "implicit"))
             vx_next, vy_next = vx_free + wt, vy_free + wn
-            px_next, py_next = px + dt * vx_next, py + dt * vy_next
+            px_next = px + dt * vx_next
+            # after a bounce, the rebound's own flight from the floor (plus what kappa adds to the velocity)
+            flight = r - e * v_hit * (dt - tau) + 0.5 * ay * (dt - tau) ** 2 + dt * (vy_next - target)
+            py_next = ti.select(impact, flight, py + dt * vy_next)
         else:
             px_next, vx_next = px + dt * vx + 0.5 * dt * dt * ax, vx + dt * ax
             bottom, vy_next = restitution_toi(py - r, vy, ay, theta[b, P.e], dt)
@@ -97,5 +108,7 @@ class BouncingBall(System):
         x[b, t + 1, X.vy] += vy_next
 
     def events(self, traj):
-        """"contact": the disc touches or penetrates the floor (py <= r)."""
-        return {"contact": traj["py"] <= self.params["r"][:, None]}
+        """"contact": the disc touches or penetrates the floor (py <= r); in qp mode, within the step's reach of it
+        (py - r <= |vy| dt, where a bounce is resolved)."""
+        reach = np.abs(traj["vy"]) * self.dt if self.contact == "qp" else 0.0
+        return {"contact": traj["py"] - self.params["r"][:, None] <= reach}
