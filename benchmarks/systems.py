@@ -14,14 +14,18 @@ import tisim
 from tisim.losses import Effort, TerminalTarget
 from tisim.robots import grid
 
-CASES = {  # system: (constructor values, a terminal target on its states)
+CASES = {  # system (and a variant's name): (constructor values, a terminal target on its states)
     "ScalarLinear": ({}, {"x": 2.0}),
     "Linear": ({"n": 8, "m": 2}, {"x": np.zeros(8)}),
     "Pendulum": ({"theta": 1.0}, {"theta": 0.0}),
     "DoublePendulum": ({"theta1": 1.0, "theta2": 0.5}, {"theta1": 0.0}),
     "Cartpole": ({"theta": np.pi}, {"theta": 0.0, "x": 0.0}),
     "BouncingBall": ({"py": 1.0, "vx": 1.0}, {"px": 2.0}),
+    "BouncingBall impact": ({"contact": "impact", "py": 1.0, "vx": 1.0}, {"px": 2.0}),
+    "BouncingBall qp": ({"contact": "qp", "py": 1.0, "vx": 1.0}, {"px": 2.0}),
+    "BouncingBall qp kappa": ({"contact": "qp", "kappa": 1e-4, "py": 1.0, "vx": 1.0}, {"px": 2.0}),
     "SlidingBlock": ({"v": 1.0}, {"x": 0.5}),
+    "SlidingBlock qp": ({"friction": "qp", "v": 1.0}, {"x": 0.5}),
     "ResidualPendulum": ({"theta": 1.0}, {"theta": 0.0}),
     "StiffChain": ({}, {"x": np.zeros(3)}),
     "Rigid2D": ({"n_discs": 2, "n_boxes": 1}, {"px": np.zeros(3), "py": np.zeros(3)}),
@@ -37,7 +41,7 @@ def clock(call):
 
 def measure(name, horizon, batch, repeats):
     values, target = CASES[name]
-    system = getattr(tisim.systems, name)
+    system = getattr(tisim.systems, name.split()[0])
     started = time.perf_counter()
     sim = system(horizon=horizon, batch=batch, **values)
     loss = TerminalTarget(target) + 1e-3 * Effort()

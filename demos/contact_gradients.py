@@ -22,6 +22,7 @@
 #
 # Command: python demos/contact_gradients.py [--out out] [--points 65] [--samples 256] [--sigma 0.05] [--short]
 import argparse
+import json
 import os
 import time
 
@@ -187,7 +188,14 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "contact_gradients.png")
     plot(results, path)
-    print(f"wrote {path} ({time.perf_counter() - start:.1f} s)")
+    figures = {name: {"median_disagreement": float(r["disagreement"]),
+                      "median_gap_by_regime": {regime: float(np.median(np.abs(r["backward"] - r["central"])[at]))
+                                               for regime in ("free", "contact", "switch")
+                                               if (at := r["regime"] == regime).any()}}
+               for name, r in results.items()}
+    with open(os.path.join(args.out, "contact_gradients.json"), "w") as file:
+        json.dump(dict(figures, points=points, samples=S, sigma=args.sigma), file, indent=2)
+    print(f"wrote {path} and contact_gradients.json ({time.perf_counter() - start:.1f} s)")
     return dict(results, sigma=args.sigma, spacing=h, samples=S, noise=noise, png=path)
 
 

@@ -2,7 +2,9 @@
 
 Both demos report statistics of contact-rich or chaotic rollouts, so each runs exactly and under last-bit
 perturbations of its inputs (conftest.PERTURBATIONS), and every test holds for each run."""
+import json
 import os
+import pathlib
 
 import numpy as np
 import pytest
@@ -62,6 +64,8 @@ def test_softness_reduces_disagreement(contact):
     assert contact["hard"]["disagreement"] > 20 * contact["soft"]["disagreement"]
     assert contact["hard"]["disagreement"] > 1.0  # hard contact: the backward pass follows the sawtooth's teeth
     assert os.path.getsize(contact["png"]) > 10_000
+    figures = json.loads((pathlib.Path(contact["png"]).parent / "contact_gradients.json").read_text())
+    assert figures["hard"]["median_disagreement"] == contact["hard"]["disagreement"]
 
 
 def test_chaos_exponents(chaos):

@@ -68,18 +68,20 @@ def _guess(alpha, k):
 def friction_impulse(v_free, c, kappa, steps: ti.template(), implicit: ti.template()):
     """w_t in [-c, c] [m/s] that stops v_free as far as the cone c = mu w_n >= 0 allows (kappa = 0), or its central-
     path point (kappa > 0); `steps` Newton steps, differentiated by the implicit function theorem if `implicit`."""
-    cs = ti.max(c, 1e-12)
-    alpha, k = v_free / cs, ti.max(kappa, TINY) / (cs * cs)
-    u = _guess(alpha, k)
-    if ti.static(implicit):
-        u = detach(u)
-    for _ in ti.static(range(steps - 1)):
-        g, slope = _barrier(u, alpha, k)
-        u = ti.min(ti.max(u - g / slope, -U_MAX), U_MAX)
+    w = ti.min(ti.max(-v_free, -c), c)
+    if kappa > 0.0:  # a branch, not a select: at kappa = 0 the Newton steps cost nothing
+        cs = ti.max(c, 1e-12)
+        alpha, k = v_free / cs, kappa / (cs * cs)
+        u = _guess(alpha, k)
         if ti.static(implicit):
             u = detach(u)
-    g, slope = _barrier(u, alpha, k)
-    if ti.static(implicit):
-        slope = detach(slope)
-    smooth = c * ti.tanh(ti.min(ti.max(u - g / slope, -U_MAX), U_MAX))
-    return ti.select(kappa > 0.0, smooth, ti.min(ti.max(-v_free, -c), c))
+        for _ in ti.static(range(steps - 1)):
+            g, slope = _barrier(u, alpha, k)
+            u = ti.min(ti.max(u - g / slope, -U_MAX), U_MAX)
+            if ti.static(implicit):
+                u = detach(u)
+        g, slope = _barrier(u, alpha, k)
+        if ti.static(implicit):
+            slope = detach(slope)
+        w = c * ti.tanh(ti.min(ti.max(u - g / slope, -U_MAX), U_MAX))
+    return w
