@@ -151,6 +151,35 @@ def test_coulomb_friction_decelerates_a_sliding_block_at_mu_g(mu):
     assert abs(v[-1] - 1.0) < 1e-3
 
 
+def wall_impact(walls, mu=0.0, dim=2, n_grid=32):
+    """A stiff block thrown at the left wall (0.5 m/s into it) while moving up along it (1 m/s), without gravity:
+    the change of its mean velocity (normal, tangential) over the impact."""
+    h = 1.0 / n_grid
+    low, high = [BAND * h + 0.01] + [0.4] * (dim - 1), [BAND * h + 0.06] + [0.5] * (dim - 1)
+    body = Body.box(low, high, h / 2)
+    E = 1e5
+    dt = 0.2 * h / np.sqrt(E / 1000.0)
+    sim = MPM(horizon=int(0.08 / dt), body=body, n_grid=n_grid, dt=dt, E=E, g=0.0, walls=walls, mu=mu)
+    vel = np.zeros_like(body.particles)
+    vel[:, 0], vel[:, 1] = -0.5, 1.0
+    sim.set_initial_state(vel=vel)
+    v = sim.rollout()["vel"][0].mean(axis=1)
+    return v[-1, 0] - v[0, 0], v[-1, 1] - v[0, 1]
+
+
+@pytest.mark.parametrize("mu", [0.2, 0.4])
+def test_a_coulomb_wall_takes_mu_times_the_normal_impulse(mu):
+    """Side walls with walls="friction": a block that slides along the wall all through its impact loses tangential
+    momentum mu times the normal momentum the wall gives it, Coulomb's law for an impulse (measured 0.2000 and
+    0.4000); a slip wall takes none, a sticky one more than the Coulomb walls."""
+    normal, tangential = wall_impact("friction", mu)
+    assert normal > 0.5  # it stopped and bounced back
+    assert abs(-tangential / normal / mu - 1.0) < 0.01, (normal, tangential)
+    normal, tangential = wall_impact("slip")
+    assert normal > 0.5 and abs(tangential) < 1e-9
+    assert wall_impact("sticky")[1] < -0.5
+
+
 def test_a_fluid_bears_no_shear_and_an_elastic_body_does():
     """A block sheared at constant volume (F = I + 0.2 e_x e_y^T, J = 1), at rest and without gravity: the solid
     springs back, the fluid feels no stress and stays at rest. Under gravity a fluid column collapses and spreads
@@ -244,12 +273,13 @@ def test_gradients_match_central_differences(dim):
 
 
 @pytest.mark.parametrize("options", [dict(material="corotated"), dict(material="fluid"), dict(floor="friction"),
-                                     dict(material="von_mises", yield_stress=0.05)],
-                         ids=["corotated", "fluid", "friction", "von_mises"])
+                                     dict(walls="friction"), dict(material="von_mises", yield_stress=0.05)],
+                         ids=["corotated", "fluid", "friction", "walls", "von_mises"])
 def test_gradients_of_every_material_and_floor(options):
-    """The other materials and the friction floor against central differences, in 2D, on an actuated block that
-    lands on the floor while sliding (so the floor acts, and friction has a gradient); the von Mises block yields
-    everywhere from the first step (a 0.05 Pa yield stress), so the return mapping's derivative is the one checked."""
+    """The other materials, the friction floor and Coulomb side walls against central differences, in 2D, on an
+    actuated block that lands on the floor while sliding (so the floor acts, and friction has a gradient) and reaches
+    the right wall's band; the von Mises block yields everywhere from the first step (a 0.05 Pa yield stress), so the
+    return mapping's derivative is the one checked."""
     body = Body.box([0.4, BAND / GRID], [0.6, BAND / GRID + 0.2], 0.5 / GRID)
     body.actuators[: len(body.particles) // 2] = 0
     sim = MPM(horizon=10, body=body, n_grid=GRID, actuation=2000.0, mu=0.3, **options)
@@ -267,7 +297,7 @@ def test_gradients_of_every_material_and_floor(options):
         report = tisim.gradcheck(sim, loss, step=1e-6, max_entries=10, extrapolate=True,
                                  groups=("initial_state", "actions"))
         assert report.worst <= 1e-6, str(report)
-    if "floor" in options:
+    if "floor" in options or "walls" in options:  # the friction acts (with sticky floor, mu is the walls' alone)
         assert abs(sim.gradient(loss).params["mu"][0]) > 1e-6
 
 
@@ -381,6 +411,7 @@ def test_a_missing_body_file_names_the_known_ones():
     (lambda: Body.box([0.4, 0.4], [0.6, 0.6], 0.05) + Body.box([0.4] * 3, [0.6] * 3, 0.05), ValueError,
      "only bodies of the same dimension"),
     (lambda: MPM(horizon=2, floor="ice"), ValueError, r"floor must be one of \['sticky', 'slip', 'friction'\]"),
+    (lambda: MPM(horizon=2, walls="glue"), ValueError, r"walls must be one of \['slip', 'sticky', 'friction'\]"),
     (lambda: MPM(horizon=2, material="clay"), ValueError, r"material must be one of \['neo_hookean', 'corotated'"),
     (lambda: MPM(horizon=2, mu=-0.1), ValueError, r"mu must be in \[0, inf\)"),
     (lambda: MPM(horizon=2, yield_stress=0.0), ValueError, r"yield_stress must be in \(0, inf\)"),

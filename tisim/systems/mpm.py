@@ -8,9 +8,10 @@ Each step is four phases (tisim/phases.py), with quadratic B-spline weights w_ip
                          A_p = m_p C_p - 4 dt V_p tau_p(F') / h^2 (tau: Kirchhoff stress)
     scatter (pairs)      m_i += w_ip m_p;  (m v)_i += w_ip (m_p v_p + A_p (x_i - x_p))
     grid (cells)         v_i = (m v)_i / m_i + dt g, then the walls: inside the boundary band (3 cells) a wall
-                         stops the velocity into it, and the floor acts on the tangential velocity v_t of a cell
-                         pressing into it (normal speed v_n) by the option floor: "sticky" stops it, "slip" keeps it,
-                         "friction" slows it by Coulomb's law, |v_t| -> max(0, |v_t| - mu |v_n|)
+                         stops the velocity into it, and acts on the tangential velocity v_t of a cell pressing into
+                         it (normal speed v_n) by its law, the option floor for the floor and walls for the others
+                         (the sides and the ceiling): "sticky" stops it, "slip" keeps it, "friction" slows it by
+                         Coulomb's law, |v_t| -> max(0, |v_t| - mu |v_n|)
     gather (pairs)       v_p' = sum_i w_ip v_i;  C_p' = 4 / h^2 sum_i w_ip v_i (x_i - x_p)^T;  x_p' = x_p + dt v_p';
                          F_p' = F'
 A pair is one point and one cell of its stencil: every phase is a single loop, without a loop over the stencil
@@ -226,7 +227,8 @@ class MPM(System):
         Quantity("yield_stress", 200.0, "Pa", "von Mises yield stress of each material group (material=\"von_mises\")",
                  shape=("n_groups",), bounds="(0, inf)"),
         Quantity("g", 9.8, "m/s^2", "gravitational acceleration", bounds="[0, inf)"),
-        Quantity("mu", 0.5, "-", "Coulomb friction coefficient of the floor (floor=\"friction\")", bounds="[0, inf)"),
+        Quantity("mu", 0.5, "-", "Coulomb friction coefficient of the floor and walls (floor=\"friction\", "
+                 "walls=\"friction\")", bounds="[0, inf)"),
         Quantity("actuation", 1000.0, "Pa", "active fibre stress per unit activation", bounds="[0, inf)"),
     )
     STATE = (
@@ -249,7 +251,8 @@ class MPM(System):
     )
     PHASES = (("stress", "n_particles"), ("scatter", "n_pairs"), ("grid", "n_cells"), ("gather", "n_pairs"))
     STRUCTURE = ("dim", "n_grid", "n_cells", "n_particles", "n_pairs", "n_groups", "n_actuators")
-    OPTIONS = {"floor": ("sticky", "slip", "friction"), "material": tuple(MATERIALS)}
+    OPTIONS = {"floor": ("sticky", "slip", "friction"), "walls": ("slip", "sticky", "friction"),
+               "material": tuple(MATERIALS)}
     DT = 2e-4
 
     def __init__(self, horizon, batch=1, dt=None, body=None, n_grid=32, **values):
@@ -315,12 +318,22 @@ class MPM(System):
         return p, cell, weight, d, ti.select(o == 0, 1.0, 0.0)
 
     @ti.func
+    def against(self, c, vk, k: ti.template(), high: ti.template()):
+        """1 where cell c lies in the boundary band of axis k's low (high) wall and the velocity component vk points
+        into that wall."""
+        index = (c // self.n_grid ** k) % self.n_grid
+        inside = ti.select(index >= self.n_grid - BAND, 1.0, 0.0) if ti.static(high) else \
+            ti.select(index < BAND, 1.0, 0.0)
+        return inside * (ti.select(vk > 0.0, 1.0, 0.0) if ti.static(high) else ti.select(vk < 0.0, 1.0, 0.0))
+
+    def wall_law(self, k, high):
+        """The law of axis k's low (high) wall: the option floor for the floor, walls for the others."""
+        return self.floor if k == 1 and not high else self.walls
+
+    @ti.func
     def into_wall(self, c, vk, k: ti.template()):
         """1 where cell c lies in the boundary band of axis k and the velocity component vk points into the wall."""
-        index = (c // self.n_grid ** k) % self.n_grid
-        low = ti.select(index < BAND, 1.0, 0.0) * ti.select(vk < 0.0, 1.0, 0.0)
-        high = ti.select(index >= self.n_grid - BAND, 1.0, 0.0) * ti.select(vk > 0.0, 1.0, 0.0)
-        return ti.max(low, high)
+        return ti.max(self.against(c, vk, k, False), self.against(c, vk, k, True))
 
     @ti.func
     def deformed(self, x: ti.template(), dt, b, t, p):
@@ -378,13 +391,15 @@ class MPM(System):
         # each wall stops the velocity into it; written as new locals, not stores into one (reverse mode warned of
         # loads before stores in that form)
         v = ti.Vector([free[k] * (1.0 - self.into_wall(c, free[k], k)) for k in ti.static(range(self.dim))])
-        if ti.static(self.floor != "slip"):  # pressing into the floor also slows the tangential velocity
-            pressing = ti.select((c // self.n_grid) % self.n_grid < BAND, 1.0, 0.0) * ti.select(free[1] < 0.0, 1.0, 0.0)
-            kept = 0.0  # sticky: none of it
-            if ti.static(self.floor == "friction"):  # Coulomb: the tangential speed falls by mu times the normal one
-                speed = ti.sqrt(v.dot(v) + 1e-30)  # v's normal component is zero here; the 1e-30 guards 0 / 0
-                kept = ti.max(0.0, 1.0 - self.param(theta, "mu", b, 0) * -free[1] / speed)
-            v = v * (1.0 - pressing * (1.0 - kept))
+        for k, high in ti.static([(k, high) for k in range(self.dim) for high in (False, True)]):
+            if ti.static(self.wall_law(k, high) != "slip"):  # pressing into a wall also slows the tangential velocity
+                pressing = self.against(c, free[k], k, high)
+                kept = 0.0  # sticky: none of it
+                if ti.static(self.wall_law(k, high) == "friction"):  # Coulomb: the tangential speed falls by mu
+                    # times the normal one
+                    speed = ti.sqrt(v.dot(v) + 1e-30)  # v's normal component is zero here; the 1e-30 guards 0 / 0
+                    kept = ti.max(0.0, 1.0 - self.param(theta, "mu", b, 0) * ti.abs(free[k]) / speed)
+                v = v * (1.0 - pressing * (1.0 - kept))
         self.accumulate(w, "grid_velocity", b, t, c, v)
 
     @ti.func
