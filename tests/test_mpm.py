@@ -209,6 +209,29 @@ def left_stretch_deviator(F):
     return np.linalg.norm(deviator, axis=(1, 2))
 
 
+@pytest.mark.parametrize("n_grid", [32, 64])
+def test_an_elastic_column_settles_at_the_linear_elastic_compression(n_grid):
+    """A column of height L (0.3 m, nu = 0, E = 1e5 Pa, rho = 1000 kg/m^2) released on the floor settles (drag
+    20/s; undamped, APIC transfers keep it oscillating about its equilibrium for many periods, at twice the
+    compression's amplitude after the landing). Between its lowest and highest rows of points (spacing s = h / 2, so
+    s / 2 of material lies beyond each) the linear-elastic compression is rho g L (L - s) / (2 E), the integral of
+    the weight above each section over E: the settled column matches it within 2% (measured 1.011 on 32 cells and
+    0.989 on 64; the strain at the base is 3%)."""
+    L, E, rho = 0.3, 1e5, 1000.0
+    h = 1.0 / n_grid
+    body = Body.box([0.45, BAND * h], [0.55, BAND * h + L], h / 2)
+    dt = 0.3 * h / np.sqrt(E / rho)
+    sim = MPM(horizon=int(1.5 / dt), body=body, n_grid=n_grid, dt=dt, E=E, nu=0.0, rho=rho, drag=20.0)
+    y = body.particles[:, 1]
+    top, bottom = y > y.max() - 1e-9, y < y.min() + 1e-9
+    traj = sim.rollout()
+    assert np.abs(traj["vel"][0, -1]).max() < 1e-6  # at rest
+    pos = traj["pos"][0, :, :, 1]
+    height = pos[:, top].mean(axis=1) - pos[:, bottom].mean(axis=1)
+    compression = height[0] - height[-1]
+    assert compression / (rho * 9.8 * L * (L - h / 2) / (2 * E)) == pytest.approx(1.0, abs=0.02)
+
+
 def test_von_mises_clay_slumps_where_a_solid_stands():
     """A 0.2 m block resting on the floor under its own weight (rho g H = 1,960 Pa at its base). Corotated, it
     stands (its height 0.183 m after 0.6 s). Von Mises with a yield stress far above the load is the same solid to
