@@ -68,20 +68,22 @@ class BouncingBall(System):
 
     @ti.func
     def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
-        X, P = ti.static(self.X, self.P)
-        m, g, r = theta[b, P.m], theta[b, P.g], theta[b, P.r]
-        px, py, vx, vy = x[b, t, X.px], x[b, t, X.py], x[b, t, X.vx], x[b, t, X.vy]
-        ax, ay = u[b, t, 0] / m, u[b, t, 1] / m - g
+        m, g, r = self.param(theta, "m", b, 0), self.param(theta, "g", b, 0), self.param(theta, "r", b, 0)
+        px, py = self.state(x, "px", b, t, 0), self.state(x, "py", b, t, 0)
+        vx, vy = self.state(x, "vx", b, t, 0), self.state(x, "vy", b, t, 0)
+        force = self.action(u, "force", b, t, 0)
+        ax, ay = force[0] / m, force[1] / m - g
         px_next, py_next, vx_next, vy_next = 0.0, 0.0, 0.0, 0.0
         if ti.static(self.contact == "penalty"):
-            k, e = theta[b, P.k], theta[b, P.e]
-            fn = penalty_normal(r - py, vy, k, restitution_damping(e, k, m), theta[b, P.softness])
-            ft = friction_clip_to_stop(friction_coulomb_tanh(vx, fn, theta[b, P.mu], theta[b, P.eps]), vx, m, dt)
+            k, e = self.param(theta, "k", b, 0), self.param(theta, "e", b, 0)
+            fn = penalty_normal(r - py, vy, k, restitution_damping(e, k, m), self.param(theta, "softness", b, 0))
+            ft = friction_clip_to_stop(friction_coulomb_tanh(vx, fn, self.param(theta, "mu", b, 0),
+                                                             self.param(theta, "eps", b, 0)), vx, m, dt)
             px_next, vx_next = semi_implicit_euler(px, vx, ax + ft / m, dt)
             py_next, vy_next = semi_implicit_euler(py, vy, ay + fn / m, dt)
         elif ti.static(self.contact == "qp"):
             vx_free, vy_free, gap = vx + dt * ax, vy + dt * ay, py - r
-            e, kappa = theta[b, P.e], theta[b, P.kappa]
+            e, kappa = self.param(theta, "e", b, 0), self.param(theta, "kappa", b, 0)
             # the free flight's first touch at time tau in the step (the stable root of gap + vy tau + ay tau^2 / 2)
             q = vy * vy - 2.0 * ay * gap
             den = -vy + ti.sqrt(ti.max(q, 0.0))
@@ -91,7 +93,7 @@ class BouncingBall(System):
             rebound = -e * v_hit + ay * (dt - tau)  # the normal velocity at the step's end after a bounce at tau
             target = ti.select(impact, rebound, -gap / dt)
             wn = normal_impulse(vy_free - target, kappa)
-            wt = friction_impulse(vx_free, theta[b, P.mu] * wn, kappa, NEWTON_STEPS,
+            wt = friction_impulse(vx_free, self.param(theta, "mu", b, 0) * wn, kappa, NEWTON_STEPS,
                                   ti.static(self.solver_gradient == "implicit"))
             vx_next, vy_next = vx_free + wt, vy_free + wn
             px_next = px + dt * vx_next
@@ -100,12 +102,12 @@ class BouncingBall(System):
             py_next = ti.select(impact, flight, py + dt * vy_next)
         else:
             px_next, vx_next = px + dt * vx + 0.5 * dt * dt * ax, vx + dt * ax
-            bottom, vy_next = restitution_toi(py - r, vy, ay, theta[b, P.e], dt)
+            bottom, vy_next = restitution_toi(py - r, vy, ay, self.param(theta, "e", b, 0), dt)
             py_next = bottom + r
-        x[b, t + 1, X.px] += px_next
-        x[b, t + 1, X.py] += py_next
-        x[b, t + 1, X.vx] += vx_next
-        x[b, t + 1, X.vy] += vy_next
+        self.advance(x, "px", b, t, 0, px_next)
+        self.advance(x, "py", b, t, 0, py_next)
+        self.advance(x, "vx", b, t, 0, vx_next)
+        self.advance(x, "vy", b, t, 0, vy_next)
 
     def events(self, traj):
         """"contact": the disc touches or penetrates the floor (py <= r); in qp mode, within the step's reach of it

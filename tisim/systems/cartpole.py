@@ -52,18 +52,22 @@ class Cartpole(System):
 
     @ti.func
     def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
-        X, P = ti.static(self.X, self.P)
-        total = theta[b, P.m_cart] + theta[b, P.m_pole]
-        friction = friction_coulomb_tanh(x[b, t, X.x_dot], total * theta[b, P.g], theta[b, P.mu_cart], theta[b, P.eps])
-        push = u[b, t, 0] + friction_clip_to_stop(friction, x[b, t, X.x_dot], total, dt)
-        x_acc, theta_acc = self.cartpole_accelerations(x[b, t, X.theta], x[b, t, X.theta_dot], push, theta[b, P.g],
-                                                       theta[b, P.m_cart], theta[b, P.m_pole], theta[b, P.l])
-        pos, vel = semi_implicit_euler(x[b, t, X.x], x[b, t, X.x_dot], x_acc, dt)
-        ang, ang_vel = semi_implicit_euler(x[b, t, X.theta], x[b, t, X.theta_dot], theta_acc, dt)
-        x[b, t + 1, X.x] += pos
-        x[b, t + 1, X.x_dot] += vel
-        x[b, t + 1, X.theta] += ang
-        x[b, t + 1, X.theta_dot] += ang_vel
+        m_cart, m_pole, g = self.param(theta, "m_cart", b, 0), self.param(theta, "m_pole", b, 0), \
+            self.param(theta, "g", b, 0)
+        cart, cart_v = self.state(x, "x", b, t, 0), self.state(x, "x_dot", b, t, 0)
+        angle, angle_v = self.state(x, "theta", b, t, 0), self.state(x, "theta_dot", b, t, 0)
+        total = m_cart + m_pole
+        friction = friction_coulomb_tanh(cart_v, total * g, self.param(theta, "mu_cart", b, 0),
+                                         self.param(theta, "eps", b, 0))
+        push = self.action(u, "force", b, t, 0) + friction_clip_to_stop(friction, cart_v, total, dt)
+        x_acc, theta_acc = self.cartpole_accelerations(angle, angle_v, push, g, m_cart, m_pole,
+                                                       self.param(theta, "l", b, 0))
+        pos, vel = semi_implicit_euler(cart, cart_v, x_acc, dt)
+        ang, ang_vel = semi_implicit_euler(angle, angle_v, theta_acc, dt)
+        self.advance(x, "x", b, t, 0, pos)
+        self.advance(x, "x_dot", b, t, 0, vel)
+        self.advance(x, "theta", b, t, 0, ang)
+        self.advance(x, "theta_dot", b, t, 0, ang_vel)
 
     @ti.func
     def rates(self, x: ti.template(), theta: ti.template(), u: ti.template(), b, t, f: ti.template()):

@@ -25,7 +25,8 @@ class ScalarLinear(System):
 
     @ti.func
     def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
-        x[b, t + 1, self.X.x] += theta[b, self.P.a] * x[b, t, self.X.x] + theta[b, self.P.theta] + u[b, t, self.U.u]
+        self.advance(x, "x", b, t, 0, self.param(theta, "a", b, 0) * self.state(x, "x", b, t, 0)
+                     + self.param(theta, "theta", b, 0) + self.action(u, "u", b, t, 0))
 
 
 class Linear(System):
@@ -46,9 +47,10 @@ class Linear(System):
     def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
         n, m = ti.static(self.n, self.m)
         for i in ti.static(range(n)):
-            drive = theta[b, self.P.theta + i]
+            drive = self.param(theta, "theta", b, i)
+            row_a, row_b = self.param(theta, "A", b, i), self.param(theta, "B", b, i)  # rows i of A and B
             for j in ti.static(range(n)):
-                drive += theta[b, self.P.A + i * n + j] * x[b, t, self.X.x + j]
+                drive += row_a[j] * self.state(x, "x", b, t, j)
             for k in ti.static(range(m)):
-                drive += theta[b, self.P.B + i * m + k] * u[b, t, self.U.u + k]
-            x[b, t + 1, self.X.x + i] += drive
+                drive += row_b[k] * self.action(u, "u", b, t, k)
+            self.advance(x, "x", b, t, i, drive)

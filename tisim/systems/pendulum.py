@@ -47,13 +47,14 @@ class Pendulum(System):
 
     @ti.func
     def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
-        X, P = ti.static(self.X, self.P)
-        q, w = x[b, t, X.theta], x[b, t, X.theta_dot]
-        alpha = self.angular_acceleration(q, w, u[b, t, 0], theta[b, P.g], theta[b, P.l], theta[b, P.m], theta[b, P.c])
+        q, w = self.state(x, "theta", b, t, 0), self.state(x, "theta_dot", b, t, 0)
+        alpha = self.angular_acceleration(q, w, self.action(u, "tau", b, t, 0), self.param(theta, "g", b, 0),
+                                          self.param(theta, "l", b, 0), self.param(theta, "m", b, 0),
+                                          self.param(theta, "c", b, 0))
         alpha += self.learned_acceleration(theta, b, q, w)
         q_next, w_next = semi_implicit_euler(q, w, alpha, dt)
-        x[b, t + 1, X.theta] += q_next
-        x[b, t + 1, X.theta_dot] += w_next
+        self.advance(x, "theta", b, t, 0, q_next)
+        self.advance(x, "theta_dot", b, t, 0, w_next)
 
     @ti.func
     def rates(self, x: ti.template(), theta: ti.template(), u: ti.template(), b, t, f: ti.template()):
@@ -97,17 +98,18 @@ class DoublePendulum(System):
 
     @ti.func
     def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
-        X, P = ti.static(self.X, self.P)
-        q1, q2 = x[b, t, X.theta1], x[b, t, X.theta2]
-        w1, w2 = x[b, t, X.theta1_dot], x[b, t, X.theta2_dot]
-        a1, a2 = self.double_pendulum_accelerations(q1, q2, w1, w2, u[b, t, 0], u[b, t, 1], theta[b, P.g],
-                                                    theta[b, P.l1], theta[b, P.l2], theta[b, P.m1], theta[b, P.m2])
+        q1, q2 = self.state(x, "theta1", b, t, 0), self.state(x, "theta2", b, t, 0)
+        w1, w2 = self.state(x, "theta1_dot", b, t, 0), self.state(x, "theta2_dot", b, t, 0)
+        tau = self.action(u, "tau", b, t, 0)
+        a1, a2 = self.double_pendulum_accelerations(q1, q2, w1, w2, tau[0], tau[1], self.param(theta, "g", b, 0),
+                                                    self.param(theta, "l1", b, 0), self.param(theta, "l2", b, 0),
+                                                    self.param(theta, "m1", b, 0), self.param(theta, "m2", b, 0))
         q1_next, w1_next = semi_implicit_euler(q1, w1, a1, dt)
         q2_next, w2_next = semi_implicit_euler(q2, w2, a2, dt)
-        x[b, t + 1, X.theta1] += q1_next
-        x[b, t + 1, X.theta2] += q2_next
-        x[b, t + 1, X.theta1_dot] += w1_next
-        x[b, t + 1, X.theta2_dot] += w2_next
+        self.advance(x, "theta1", b, t, 0, q1_next)
+        self.advance(x, "theta2", b, t, 0, q2_next)
+        self.advance(x, "theta1_dot", b, t, 0, w1_next)
+        self.advance(x, "theta2_dot", b, t, 0, w2_next)
 
     @ti.func
     def rates(self, x: ti.template(), theta: ti.template(), u: ti.template(), b, t, f: ti.template()):

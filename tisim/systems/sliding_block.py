@@ -48,23 +48,23 @@ class SlidingBlock(System):
 
     @ti.func
     def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
-        X, P = ti.static(self.X, self.P)
-        m, pos, v = theta[b, P.m], x[b, t, X.x], x[b, t, X.v]
-        fn = m * theta[b, P.g]
-        f = u[b, t, 0]
+        m, g, mu = self.param(theta, "m", b, 0), self.param(theta, "g", b, 0), self.param(theta, "mu", b, 0)
+        pos, v = self.state(x, "x", b, t, 0), self.state(x, "v", b, t, 0)
+        fn = m * g
+        f = self.action(u, "force", b, t, 0)
         if ti.static(self.friction == "qp"):
             v_free = v + dt * f / m
-            w = friction_impulse(v_free, theta[b, P.mu] * theta[b, P.g] * dt, theta[b, P.kappa], NEWTON_STEPS,
+            w = friction_impulse(v_free, mu * g * dt, self.param(theta, "kappa", b, 0), NEWTON_STEPS,
                                  ti.static(self.solver_gradient == "implicit"))
             f += m * w / dt  # the impulse as the force that delivers it over the step
         elif ti.static(self.friction == "stick_slip"):
-            f += friction_stick_slip(v + dt * f / m, fn, theta[b, P.mu_s], theta[b, P.mu], m, dt)
+            f += friction_stick_slip(v + dt * f / m, fn, self.param(theta, "mu_s", b, 0), mu, m, dt)
         else:
-            f += friction_clip_to_stop(ti.static(REGULARIZED[self.friction])(v, fn, theta[b, P.mu], theta[b, P.eps]),
-                                       v, m, dt)
+            law = ti.static(REGULARIZED[self.friction])
+            f += friction_clip_to_stop(law(v, fn, mu, self.param(theta, "eps", b, 0)), v, m, dt)
         pos_next, v_next = semi_implicit_euler(pos, v, f / m, dt)
-        x[b, t + 1, X.x] += pos_next
-        x[b, t + 1, X.v] += v_next
+        self.advance(x, "x", b, t, 0, pos_next)
+        self.advance(x, "v", b, t, 0, v_next)
 
     def events(self, traj):
         """"sliding": |v| > 0 (stick_slip, qp: exactly at rest otherwise) or |v| > eps (the regularized laws' band)."""
