@@ -82,12 +82,9 @@ class StiffChain(System):
     # warned "Loading variable before anything is stored to it" on element stores into local vectors. An expression
     # used more than once is bound to its own variable first (`let`), or Taichi would rebuild it at every use.
     @ti.func
-    def load(self, x: ti.template(), b, t, offset):
-        return ti.Vector([x[b, t, offset + i] for i in ti.static(range(self.n))])
-
-    @ti.func
-    def load_params(self, theta: ti.template(), b, offset):
-        return ti.Vector([theta[b, offset + i] for i in ti.static(range(self.n))])
+    def states(self, x: ti.template(), name: ti.template(), b, t):
+        """State `name` of every mass at step t, as one vector."""
+        return ti.Vector([self.state(x, name, b, t, i) for i in ti.static(range(self.n))])
 
     @ti.func
     def differences(self, y):
@@ -164,15 +161,16 @@ class StiffChain(System):
 
     @ti.func
     def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
-        X, P, U = ti.static(self.X, self.P, self.U)
-        m, g, beta, c = theta[b, P.m], theta[b, P.g], theta[b, P.beta], theta[b, P.damping]
-        k = self.load_params(theta, b, P.k)
-        q, v, f = self.load(x, b, t, X.x), self.load(x, b, t, X.v), self.load(u, b, t, U.force)
+        m, g = self.param(theta, "m", b, 0), self.param(theta, "g", b, 0)
+        beta, c = self.param(theta, "beta", b, 0), self.param(theta, "damping", b, 0)
+        k = ti.Vector([self.param(theta, "k", b, i) for i in ti.static(range(self.n))])
+        f = ti.Vector([self.action(u, "force", b, t, i) for i in ti.static(range(self.n))])
+        q, v = self.states(x, "x", b, t), self.states(x, "v", b, t)
         w = ti.static(getattr(self, self.integrator))(q, v, f, m, g, k, beta, c, dt)  # the next velocity
         q_next = q + dt * w
         for i in ti.static(range(self.n)):
-            x[b, t + 1, X.x + i] += q_next[i]
-            x[b, t + 1, X.v + i] += w[i]
+            self.advance(x, "x", b, t, i, q_next[i])
+            self.advance(x, "v", b, t, i, w[i])
 
 
 def energy(sim, traj):
