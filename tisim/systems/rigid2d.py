@@ -26,7 +26,7 @@ of the box geometry, the friction clip, and which corners touch.
 The step loops over every (body, corner, body or floor) combination at run time, so a scene compiles in a few seconds
 whatever its size (unrolled with ti.static, two boxes took 72 s to compile the backward pass: Taichi's store-to-load
 forwarding grows with the square of the unrolled code); combinations that are not contacts (NONE) cost an integer
-test. Each contact adds to x[b, t+1] directly, so no local accumulator crosses that loop (taichi-facts.md).
+test. Each contact advances x[b, t+1] directly, so no local accumulator crosses that loop (taichi-facts.md).
 """
 import taichi as ti
 
@@ -48,6 +48,7 @@ from tisim.integrators import semi_implicit_euler
 from tisim.quantities import Quantity
 
 NONE, DISK_DISK, DISK_BOX, CORNER_BOX, DISK_GROUND, CORNER_GROUND = range(6)  # kinds of contact
+AXES = (("px", "vx", 0), ("py", "vy", 1), ("angle", "omega", 2))  # each coordinate, its velocity, its entry
 
 
 class Rigid2D(System):
@@ -96,30 +97,31 @@ class Rigid2D(System):
     # ---- body i at step t (i may be a run-time index) -------------------------------------------------------------
     @ti.func
     def position(self, x: ti.template(), b, t, i):
-        return ti.Vector([x[b, t, self.X.px + i], x[b, t, self.X.py + i]])
+        return ti.Vector([self.state(x, "px", b, t, i), self.state(x, "py", b, t, i)])
 
     @ti.func
     def point_velocity(self, x: ti.template(), b, t, i, arm):
         """Velocity of body i's material point at arm = point - centre: v + omega x arm."""
-        omega = x[b, t, self.X.omega + i]
-        return ti.Vector([x[b, t, self.X.vx + i] - omega * arm[1], x[b, t, self.X.vy + i] + omega * arm[0]])
+        omega = self.state(x, "omega", b, t, i)
+        return ti.Vector([self.state(x, "vx", b, t, i) - omega * arm[1], self.state(x, "vy", b, t, i) + omega * arm[0]])
 
     @ti.func
     def half_extents(self, theta: ti.template(), b, i):
-        return ti.Vector([theta[b, self.P.hx + i - self.n_discs], theta[b, self.P.hy + i - self.n_discs]])
+        return ti.Vector([self.param(theta, "hx", b, i - self.n_discs), self.param(theta, "hy", b, i - self.n_discs)])
 
     @ti.func
     def inertia(self, theta: ti.template(), b, i):
         # theta packs r, hx, hy one after the other, so both formulas read valid entries for any body; select picks
         h = self.half_extents(theta, b, i)
-        m = theta[b, self.P.m + i]
-        return ti.select(i < self.n_discs, 0.5 * m * theta[b, self.P.r + i] ** 2, m * h.dot(h) / 3.0)
+        m = self.param(theta, "m", b, i)
+        return ti.select(i < self.n_discs, 0.5 * m * self.param(theta, "r", b, i) ** 2, m * h.dot(h) / 3.0)
 
     @ti.func
     def corner(self, x: ti.template(), theta: ti.template(), b, t, i, k):
         """Corner k of box i [m], anticlockwise from the lower left in the box frame."""
         sign = ti.Vector([ti.select(k == 1 or k == 2, 1.0, -1.0), ti.select(k >= 2, 1.0, -1.0)])
-        return self.position(x, b, t, i) + rotate(x[b, t, self.X.angle + i], sign * self.half_extents(theta, b, i))
+        angle = self.state(x, "angle", b, t, i)
+        return self.position(x, b, t, i) + rotate(angle, sign * self.half_extents(theta, b, i))
 
     # ---- contacts ----------------------------------------------------------------------------------------------------
     @ti.func
@@ -148,24 +150,23 @@ class Rigid2D(System):
     def geometry(self, x: ti.template(), theta: ti.template(), b, t, kind, i, j, k):
         """(d, n, c) of a contact of the given kind; n pushes body i. Kinds the structure cannot have are not
         compiled."""
-        X, P = ti.static(self.X, self.P)
         nd, n_boxes, ground = ti.static(self.n_discs, self.n_boxes, self.ground == "on")
         d, n, c = 0.0, ti.Vector([0.0, 0.0]), ti.Vector([0.0, 0.0])
         if ti.static(nd >= 2):
             if kind == DISK_DISK:
-                d, n, c = disk_disk(self.position(x, b, t, i), theta[b, P.r + i], self.position(x, b, t, j),
-                                    theta[b, P.r + j])
+                d, n, c = disk_disk(self.position(x, b, t, i), self.param(theta, "r", b, i),
+                                    self.position(x, b, t, j), self.param(theta, "r", b, j))
         if ti.static(nd >= 1 and n_boxes >= 1):
             if kind == DISK_BOX:
-                d, n, c = disk_box(self.position(x, b, t, i), theta[b, P.r + i], self.position(x, b, t, j),
-                                   x[b, t, X.angle + j], self.half_extents(theta, b, j))
+                d, n, c = disk_box(self.position(x, b, t, i), self.param(theta, "r", b, i), self.position(x, b, t, j),
+                                   self.state(x, "angle", b, t, j), self.half_extents(theta, b, j))
         if ti.static(n_boxes >= 2):
             if kind == CORNER_BOX:
                 d, n, c = corner_box(self.corner(x, theta, b, t, i, k), self.position(x, b, t, j),
-                                     x[b, t, X.angle + j], self.half_extents(theta, b, j))
+                                     self.state(x, "angle", b, t, j), self.half_extents(theta, b, j))
         if ti.static(ground and nd >= 1):
             if kind == DISK_GROUND:
-                d, n, c = disk_ground(self.position(x, b, t, i), theta[b, P.r + i])
+                d, n, c = disk_ground(self.position(x, b, t, i), self.param(theta, "r", b, i))
         if ti.static(ground and n_boxes >= 1):
             if kind == CORNER_GROUND:
                 d, n, c = corner_ground(self.corner(x, theta, b, t, i, k))
@@ -175,17 +176,18 @@ class Rigid2D(System):
     def at_point(self, x: ti.template(), theta: ti.template(), b, t, i, c, tangent):
         """Body i at the point c: the velocity of its material point there, 1 / m and (arm x tangent)^2 / I."""
         arm = c - self.position(x, b, t, i)
-        return self.point_velocity(x, b, t, i, arm), 1.0 / theta[b, self.P.m + i], \
+        return self.point_velocity(x, b, t, i, arm), 1.0 / self.param(theta, "m", b, i), \
             cross2(arm, tangent) ** 2 / self.inertia(theta, b, i)
 
     @ti.func
     def contact_law(self, theta: ti.template(), b, dt, d, vn, vt, m_ab, m_t):
         """(fn, ft) from the overlap d, the relative normal and tangential velocities, the reduced mass m_ab and the
         effective tangential mass m_t."""
-        P = ti.static(self.P)
-        k = theta[b, P.k]
-        fn = penalty_normal(d, vn, k, restitution_damping(theta[b, P.e], k, m_ab), theta[b, P.softness])
-        return fn, friction_clip_to_stop(friction_coulomb_tanh(vt, fn, theta[b, P.mu], theta[b, P.eps]), vt, m_t, dt)
+        k = self.param(theta, "k", b, 0)
+        fn = penalty_normal(d, vn, k, restitution_damping(self.param(theta, "e", b, 0), k, m_ab),
+                            self.param(theta, "softness", b, 0))
+        ft = friction_coulomb_tanh(vt, fn, self.param(theta, "mu", b, 0), self.param(theta, "eps", b, 0))
+        return fn, friction_clip_to_stop(ft, vt, m_t, dt)
 
     @ti.func
     def contact(self, x: ti.template(), theta: ti.template(), dt, b, t, i, j, d, nx, ny, c):
@@ -208,26 +210,25 @@ class Rigid2D(System):
     @ti.func
     def push(self, x: ti.template(), theta: ti.template(), dt, b, t, i, f, c):
         """Add the force f acting at the point c on body i: its share semi_implicit_euler(0, 0, a, dt) of x[b, t+1]."""
-        X, P = ti.static(self.X, self.P)
-        m = theta[b, P.m + i]
+        m = self.param(theta, "m", b, i)
         a = ti.Vector([f[0] / m, f[1] / m, cross2(c - self.position(x, b, t, i), f) / self.inertia(theta, b, i)])
-        for q, v, e in ti.static(((X.px, X.vx, 0), (X.py, X.vy, 1), (X.angle, X.omega, 2))):
+        for q, v, e in ti.static(AXES):
             dq, dv = semi_implicit_euler(0.0, 0.0, a[e], dt)
-            x[b, t + 1, q + i] += dq
-            x[b, t + 1, v + i] += dv
+            self.advance(x, q, b, t, i, dq)
+            self.advance(x, v, b, t, i, dv)
 
     @ti.func
     def free_motion(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t, i):
         """Body i's step under the wrench action, gravity and drag, from x[b, t] into x[b, t+1]."""
-        X, P, U = ti.static(self.X, self.P, self.U)
-        m, drag = theta[b, P.m + i], theta[b, P.drag]
-        a = ti.Vector([u[b, t, U.wrench + 3 * i] / m - drag * x[b, t, X.vx + i],
-                       u[b, t, U.wrench + 3 * i + 1] / m - theta[b, P.g] - drag * x[b, t, X.vy + i],
-                       u[b, t, U.wrench + 3 * i + 2] / self.inertia(theta, b, i) - drag * x[b, t, X.omega + i]])
-        for q, v, e in ti.static(((X.px, X.vx, 0), (X.py, X.vy, 1), (X.angle, X.omega, 2))):
-            q_next, v_next = semi_implicit_euler(x[b, t, q + i], x[b, t, v + i], a[e], dt)
-            x[b, t + 1, q + i] += q_next
-            x[b, t + 1, v + i] += v_next
+        m, drag = self.param(theta, "m", b, i), self.param(theta, "drag", b, 0)
+        wrench = self.action(u, "wrench", b, t, i)
+        a = ti.Vector([wrench[0] / m - drag * self.state(x, "vx", b, t, i),
+                       wrench[1] / m - self.param(theta, "g", b, 0) - drag * self.state(x, "vy", b, t, i),
+                       wrench[2] / self.inertia(theta, b, i) - drag * self.state(x, "omega", b, t, i)])
+        for q, v, e in ti.static(AXES):
+            q_next, v_next = semi_implicit_euler(self.state(x, q, b, t, i), self.state(x, v, b, t, i), a[e], dt)
+            self.advance(x, q, b, t, i, q_next)
+            self.advance(x, v, b, t, i, v_next)
 
     @ti.func
     def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
