@@ -102,6 +102,18 @@ class Accessors:
         return read3(u, b, t, offset + i * width, shape)
 
     @ti.func
+    def ode_state(self, x: ti.template(), name: ti.template(), b, i):
+        """Item i of state `name` in a state array of one time, (B, S): where the ODE's rates are evaluated."""
+        offset, width, shape = ti.static(entry_shape(self.state_layout, name))
+        return read2(x, b, offset + i * width, shape)
+
+    @ti.func
+    def add_rate(self, f: ti.template(), name: ti.template(), b, i, value):
+        """Accumulate `value` into the rate d(name)/dt of item i, in an array (B, S) like the state's."""
+        offset, width, shape = ti.static(entry_shape(self.state_layout, name))
+        add2(f, b, offset + i * width, shape, value)
+
+    @ti.func
     def scratch(self, w: ti.template(), name: ti.template(), b, t, i):
         """Item i of scratch `name` as computed during step t (by an earlier phase of the step)."""
         base, width, shape = ti.static(self.scratch_layout.entry(name))

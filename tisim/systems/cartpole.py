@@ -71,13 +71,16 @@ class Cartpole(System):
 
     @ti.func
     def rates(self, x: ti.template(), theta: ti.template(), u: ti.template(), b, t, f: ti.template()):
-        X, P = ti.static(self.X, self.P)
-        total = theta[b, P.m_cart] + theta[b, P.m_pole]
-        push = u[b, t, 0] + friction_coulomb_tanh(x[b, X.x_dot], total * theta[b, P.g], theta[b, P.mu_cart],
-                                                  theta[b, P.eps])
-        x_acc, theta_acc = self.cartpole_accelerations(x[b, X.theta], x[b, X.theta_dot], push, theta[b, P.g],
-                                                       theta[b, P.m_cart], theta[b, P.m_pole], theta[b, P.l])
-        f[b, X.x] += x[b, X.x_dot]
-        f[b, X.x_dot] += x_acc
-        f[b, X.theta] += x[b, X.theta_dot]
-        f[b, X.theta_dot] += theta_acc
+        m_cart, m_pole, g = self.param(theta, "m_cart", b, 0), self.param(theta, "m_pole", b, 0), \
+            self.param(theta, "g", b, 0)
+        cart_v, angle_v = self.ode_state(x, "x_dot", b, 0), self.ode_state(x, "theta_dot", b, 0)
+        total = m_cart + m_pole
+        push = self.action(u, "force", b, t, 0) + friction_coulomb_tanh(cart_v, total * g,
+                                                                        self.param(theta, "mu_cart", b, 0),
+                                                                        self.param(theta, "eps", b, 0))
+        x_acc, theta_acc = self.cartpole_accelerations(self.ode_state(x, "theta", b, 0), angle_v, push, g, m_cart,
+                                                       m_pole, self.param(theta, "l", b, 0))
+        self.add_rate(f, "x", b, 0, cart_v)
+        self.add_rate(f, "x_dot", b, 0, x_acc)
+        self.add_rate(f, "theta", b, 0, angle_v)
+        self.add_rate(f, "theta_dot", b, 0, theta_acc)

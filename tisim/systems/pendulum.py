@@ -58,11 +58,12 @@ class Pendulum(System):
 
     @ti.func
     def rates(self, x: ti.template(), theta: ti.template(), u: ti.template(), b, t, f: ti.template()):
-        X, P = ti.static(self.X, self.P)
-        q, w = x[b, X.theta], x[b, X.theta_dot]
-        alpha = self.angular_acceleration(q, w, u[b, t, 0], theta[b, P.g], theta[b, P.l], theta[b, P.m], theta[b, P.c])
-        f[b, X.theta] += w
-        f[b, X.theta_dot] += alpha + self.learned_acceleration(theta, b, q, w)
+        q, w = self.ode_state(x, "theta", b, 0), self.ode_state(x, "theta_dot", b, 0)
+        alpha = self.angular_acceleration(q, w, self.action(u, "tau", b, t, 0), self.param(theta, "g", b, 0),
+                                          self.param(theta, "l", b, 0), self.param(theta, "m", b, 0),
+                                          self.param(theta, "c", b, 0))
+        self.add_rate(f, "theta", b, 0, w)
+        self.add_rate(f, "theta_dot", b, 0, alpha + self.learned_acceleration(theta, b, q, w))
 
 
 class DoublePendulum(System):
@@ -113,12 +114,13 @@ class DoublePendulum(System):
 
     @ti.func
     def rates(self, x: ti.template(), theta: ti.template(), u: ti.template(), b, t, f: ti.template()):
-        X, P = ti.static(self.X, self.P)
-        w1, w2 = x[b, X.theta1_dot], x[b, X.theta2_dot]
-        a1, a2 = self.double_pendulum_accelerations(x[b, X.theta1], x[b, X.theta2], w1, w2, u[b, t, 0], u[b, t, 1],
-                                                    theta[b, P.g], theta[b, P.l1], theta[b, P.l2], theta[b, P.m1],
-                                                    theta[b, P.m2])
-        f[b, X.theta1] += w1
-        f[b, X.theta2] += w2
-        f[b, X.theta1_dot] += a1
-        f[b, X.theta2_dot] += a2
+        q1, q2 = self.ode_state(x, "theta1", b, 0), self.ode_state(x, "theta2", b, 0)
+        w1, w2 = self.ode_state(x, "theta1_dot", b, 0), self.ode_state(x, "theta2_dot", b, 0)
+        tau = self.action(u, "tau", b, t, 0)
+        a1, a2 = self.double_pendulum_accelerations(q1, q2, w1, w2, tau[0], tau[1], self.param(theta, "g", b, 0),
+                                                    self.param(theta, "l1", b, 0), self.param(theta, "l2", b, 0),
+                                                    self.param(theta, "m1", b, 0), self.param(theta, "m2", b, 0))
+        self.add_rate(f, "theta1", b, 0, w1)
+        self.add_rate(f, "theta2", b, 0, w2)
+        self.add_rate(f, "theta1_dot", b, 0, a1)
+        self.add_rate(f, "theta2_dot", b, 0, a2)
