@@ -16,7 +16,7 @@ import taichi as ti
 
 from tisim.contact import friction_clip_to_stop, friction_coulomb_tanh
 from tisim.engine import System
-from tisim.integrators import semi_implicit_euler
+from tisim.integrators import advance_semi_implicit_euler
 from tisim.quantities import Quantity
 
 
@@ -62,12 +62,8 @@ class Cartpole(System):
         push = self.action(u, "force", b, t, 0) + friction_clip_to_stop(friction, cart_v, total, dt)
         x_acc, theta_acc = self.cartpole_accelerations(angle, angle_v, push, g, m_cart, m_pole,
                                                        self.param(theta, "l", b, 0))
-        pos, vel = semi_implicit_euler(cart, cart_v, x_acc, dt)
-        ang, ang_vel = semi_implicit_euler(angle, angle_v, theta_acc, dt)
-        self.advance(x, "x", b, t, 0, pos)
-        self.advance(x, "x_dot", b, t, 0, vel)
-        self.advance(x, "theta", b, t, 0, ang)
-        self.advance(x, "theta_dot", b, t, 0, ang_vel)
+        advance_semi_implicit_euler(self, x, "x", "x_dot", b, t, cart, cart_v, x_acc, dt)
+        advance_semi_implicit_euler(self, x, "theta", "theta_dot", b, t, angle, angle_v, theta_acc, dt)
 
     @ti.func
     def rates(self, x: ti.template(), theta: ti.template(), u: ti.template(), b, t, f: ti.template()):

@@ -14,7 +14,7 @@ smooth; the double pendulum is chaotic, so its sensitivities grow exponentially 
 import taichi as ti
 
 from tisim.engine import System
-from tisim.integrators import semi_implicit_euler
+from tisim.integrators import advance_semi_implicit_euler
 from tisim.quantities import Quantity
 
 
@@ -52,9 +52,7 @@ class Pendulum(System):
                                           self.param(theta, "l", b, 0), self.param(theta, "m", b, 0),
                                           self.param(theta, "c", b, 0))
         alpha += self.learned_acceleration(theta, b, q, w)
-        q_next, w_next = semi_implicit_euler(q, w, alpha, dt)
-        self.advance(x, "theta", b, t, 0, q_next)
-        self.advance(x, "theta_dot", b, t, 0, w_next)
+        advance_semi_implicit_euler(self, x, "theta", "theta_dot", b, t, q, w, alpha, dt)
 
     @ti.func
     def rates(self, x: ti.template(), theta: ti.template(), u: ti.template(), b, t, f: ti.template()):
@@ -105,12 +103,8 @@ class DoublePendulum(System):
         a1, a2 = self.double_pendulum_accelerations(q1, q2, w1, w2, tau[0], tau[1], self.param(theta, "g", b, 0),
                                                     self.param(theta, "l1", b, 0), self.param(theta, "l2", b, 0),
                                                     self.param(theta, "m1", b, 0), self.param(theta, "m2", b, 0))
-        q1_next, w1_next = semi_implicit_euler(q1, w1, a1, dt)
-        q2_next, w2_next = semi_implicit_euler(q2, w2, a2, dt)
-        self.advance(x, "theta1", b, t, 0, q1_next)
-        self.advance(x, "theta2", b, t, 0, q2_next)
-        self.advance(x, "theta1_dot", b, t, 0, w1_next)
-        self.advance(x, "theta2_dot", b, t, 0, w2_next)
+        advance_semi_implicit_euler(self, x, "theta1", "theta1_dot", b, t, q1, w1, a1, dt)
+        advance_semi_implicit_euler(self, x, "theta2", "theta2_dot", b, t, q2, w2, a2, dt)
 
     @ti.func
     def rates(self, x: ti.template(), theta: ti.template(), u: ti.template(), b, t, f: ti.template()):
