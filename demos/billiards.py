@@ -12,7 +12,7 @@
 # With --gui, aim by hand: drag from the cue ball and release to shoot; press O to let the optimizer start from your
 # shot and watch its result (needs a display and Vulkan; see tisim/gui.py).
 #
-# Command: python demos/billiards.py [--out out] [--iterations 80] [--short] [--gui]
+# Command: python demos/billiards.py [--out out] [--iterations 80] [--short] [--gui] [--contact penalty|qp]
 import argparse
 import pathlib
 import sys
@@ -141,9 +141,11 @@ def main(argv=None):
     parser.add_argument("--gui", action="store_true", help="aim by hand in a window")
     parser.add_argument("--offscreen", action="store_true", help="with --gui: no display (scripted, for tests)")
     parser.add_argument("--aim", default=None, help="with --gui --offscreen: a scripted shot 'vx,vy' [m/s]")
+    parser.add_argument("--contact", default="penalty", choices=Rigid2D.OPTIONS["contact"],
+                        help="ball-ball contact: penalty springs (default) or impulses from a convex problem (qp)")
     args = parser.parse_args(argv)
     start_time = time.perf_counter()
-    sim = Rigid2D(horizon=HORIZON, n_discs=3, ground="off", **BALLS, **TABLE)
+    sim = Rigid2D(horizon=HORIZON, n_discs=3, ground="off", contact=args.contact, **BALLS, **TABLE)
     loss = miss_loss(sim)
     if args.gui:
         try:
@@ -173,7 +175,7 @@ def main(argv=None):
     viz.save_gif(path, pictures(traj, params, every=200 if args.short else 50), fps=20, colors=32)
     print(f"wrote {path} ({time.perf_counter() - start_time:.1f} s)")
     return dict(miss_before=before, miss_after=after, goal_radius=GOAL_RADIUS, velocity=velocity,
-                iterations=result.iterations, gif=str(path))
+                iterations=result.iterations, gif=str(path), contact=args.contact)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,12 @@ contact are decoupled (a point mass, a disc that does not spin):
 These two are the whole complementarity problem here: the normal impulse does not depend on the friction, so solving
 the normal first and then the friction within the cone it sets is exact (no Anitescu separation, no linearized cone).
 
+Between two bodies that turn (tisim.systems.Rigid2D), an impulse p = (p_n, p_t) at the contact changes the relative
+velocity there by W p, W = [[w_nn, w_nt], [w_nt, w_tt]] (the Delassus matrix: inverse masses and inertias seen at
+the contact), which couples the normal and the friction. contact_impulse solves that problem exactly (kappa = 0):
+separation if the free motion already satisfies v_n* >= b, else stick (W p = (b - v_n*, -v_t*) inside the cone
+|p_t| <= mu p_n), else slip on the cone's edge against the sliding direction.
+
 kappa [m^2/s^2] is the smoothness knob of an interior-point method, the central path's parameter (as in Dojo): with
 kappa > 0 both impulses are smooth functions of the state and the parameters, strictly inside their constraints, and
 they reach the exact ones as kappa -> 0. A body resting on the floor under gravity g floats kappa / g above it (the
@@ -85,3 +91,19 @@ def friction_impulse(v_free, c, kappa, steps: ti.template(), implicit: ti.templa
             slope = detach(slope)
         w = c * ti.tanh(ti.min(ti.max(u - g / slope, -U_MAX), U_MAX))
     return w
+
+
+@ti.func
+def contact_impulse(w_nn, w_nt, w_tt, vn, vt, b, mu):
+    """(p_n, p_t) [N s] of one contact: W = [[w_nn, w_nt], [w_nt, w_tt]] [1/kg], contact-free relative velocity
+    (vn, vt) [m/s], least normal velocity b [m/s], Coulomb coefficient mu; the exact solution (see above)."""
+    need = b - vn  # the normal velocity the contact must add, at least
+    det = ti.max(w_nn * w_tt - w_nt * w_nt, 1e-30)
+    pn_stick, pt_stick = (w_tt * need + w_nt * vt) / det, (-w_nn * vt - w_nt * need) / det
+    side = ti.select(pt_stick > 0.0, 1.0, -1.0)  # the edge of the cone a slip lies on: p_t = side mu p_n
+    pn_slip = need / ti.max(w_nn + side * mu * w_nt, 1e-30)
+    stick = pn_stick >= 0.0 and ti.abs(pt_stick) <= mu * pn_stick
+    active = need > 0.0
+    pn = ti.select(active, ti.select(stick, pn_stick, pn_slip), 0.0)
+    pt = ti.select(active, ti.select(stick, pt_stick, side * mu * pn_slip), 0.0)
+    return pn, pt
