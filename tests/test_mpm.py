@@ -213,23 +213,33 @@ def left_stretch_deviator(F):
 def test_an_elastic_column_settles_at_the_linear_elastic_compression(n_grid):
     """A column of height L (0.3 m, nu = 0, E = 1e5 Pa, rho = 1000 kg/m^2) released on the floor settles (drag
     20/s; undamped, APIC transfers keep it oscillating about its equilibrium for many periods, at twice the
-    compression's amplitude after the landing). Between its lowest and highest rows of points (spacing s = h / 2, so
-    s / 2 of material lies beyond each) the linear-elastic compression is rho g L (L - s) / (2 E), the integral of
-    the weight above each section over E: the settled column matches it within 2% (measured 1.011 on 32 cells and
-    0.989 on 64; the strain at the base is 3%)."""
+    compression's amplitude after the landing). Linear elasticity shortens the material between heights z1 and z2
+    above the floor by rho g [L z - z^2 / 2] from z1 to z2, over E (the weight above each section over E; the strain
+    at the base is 3%). Between the lowest and the highest row of points the settled column matches it within 3%
+    (measured 0.992 on 32 cells, 0.980 on 64); between the fifth row and the top, clear of the floor's band, within
+    5% (measured 0.966 on both grids: a few % stiffer than linear elasticity, and not converging away with h; the
+    neo-Hookean law's own nonlinearity accounts for under 1%)."""
     L, E, rho = 0.3, 1e5, 1000.0
     h = 1.0 / n_grid
     body = Body.box([0.45, BAND * h], [0.55, BAND * h + L], h / 2)
     dt = 0.3 * h / np.sqrt(E / rho)
     sim = MPM(horizon=int(1.5 / dt), body=body, n_grid=n_grid, dt=dt, E=E, nu=0.0, rho=rho, drag=20.0)
-    y = body.particles[:, 1]
-    top, bottom = y > y.max() - 1e-9, y < y.min() + 1e-9
     traj = sim.rollout()
     assert np.abs(traj["vel"][0, -1]).max() < 1e-6  # at rest
+    y = np.round(body.particles[:, 1], 12)
+    rows = np.unique(y)
     pos = traj["pos"][0, :, :, 1]
-    height = pos[:, top].mean(axis=1) - pos[:, bottom].mean(axis=1)
-    compression = height[0] - height[-1]
-    assert compression / (rho * 9.8 * L * (L - h / 2) / (2 * E)) == pytest.approx(1.0, abs=0.02)
+
+    def shortening(low, high):
+        """(measured, linear-elastic) shortening between row `low` and row `high`."""
+        a, b = y == rows[low], y == rows[high]
+        measured = (pos[0, b].mean() - pos[0, a].mean()) - (pos[-1, b].mean() - pos[-1, a].mean())
+        z1, z2 = rows[low] - BAND * h, rows[high] - BAND * h
+        return measured, rho * 9.8 * ((L * z2 - z2**2 / 2) - (L * z1 - z1**2 / 2)) / E
+    measured, linear = shortening(0, -1)
+    assert measured / linear == pytest.approx(1.0, abs=0.03)
+    measured, linear = shortening(4, -1)
+    assert measured / linear == pytest.approx(1.0, abs=0.05)
 
 
 def test_von_mises_clay_slumps_where_a_solid_stands():

@@ -7,12 +7,13 @@ Each step is four phases (tisim/phases.py), with quadratic B-spline weights w_ip
     stress (points)      F' = P((I + dt C_p) F_p), P the material's projection onto what it keeps (below);
                          A_p = m_p C_p - 4 dt V_p tau_p(F') / h^2 (tau: Kirchhoff stress)
     scatter (pairs)      m_i += w_ip m_p;  (m v)_i += w_ip (m_p v_p + A_p (x_i - x_p))
-    grid (cells)         v_i = (m v)_i / m_i e^(-drag dt) + dt g, then the walls: inside the boundary band (3 cells)
-                         a wall stops the velocity into it, and acts on the tangential velocity v_t of a cell
-                         pressing into it (normal speed v_n) by its law, the option floor for the floor and walls for
-                         the others (the sides and the ceiling): "sticky" stops it, "slip" keeps it, "friction" slows
-                         it by Coulomb's law, |v_t| -> max(0, |v_t| - mu |v_n|)
-    gather (pairs)       v_p' = sum_i w_ip v_i;  C_p' = 4 / h^2 sum_i w_ip v_i (x_i - x_p)^T;  x_p' = x_p + dt v_p';
+    grid (cells)         v_i = (m v)_i / m_i + dt g, then the walls: inside the boundary band (3 cells) a wall
+                         stops the velocity into it, and acts on the tangential velocity v_t of a cell pressing into
+                         it (normal speed v_n) by its law, the option floor for the floor and walls for the others
+                         (the sides and the ceiling): "sticky" stops it, "slip" keeps it, "friction" slows it by
+                         Coulomb's law, |v_t| -> max(0, |v_t| - mu |v_n|)
+    gather (pairs)       v_p' = D sum_i w_ip v_i;  C_p' = 4 D / h^2 sum_i w_ip v_i (x_i - x_p)^T;  x_p' = x_p + dt v_p'
+                         (D = e^(-drag dt): a linear drag on the points, none by default);
                          F_p' = F'
 A pair is one point and one cell of its stencil: every phase is a single loop, without a loop over the stencil
 inside it.
@@ -230,8 +231,8 @@ class MPM(System):
         Quantity("mu", 0.5, "-", "Coulomb friction coefficient of the floor and walls (floor=\"friction\", "
                  "walls=\"friction\")", bounds="[0, inf)"),
         Quantity("actuation", 1000.0, "Pa", "active fibre stress per unit activation", bounds="[0, inf)"),
-        Quantity("drag", 0.0, "1/s", "linear drag rate of the grid velocity (a damping that leaves rest untouched)",
-                 bounds="[0, inf)"),
+        Quantity("drag", 0.0, "1/s", "linear drag rate of the points' velocity and affine velocity (a damping that "
+                 "leaves rest untouched)", bounds="[0, inf)"),
     )
     STATE = (
         Quantity("pos", 0.0, "m", "material point positions", shape=("n_particles", "dim")),
@@ -388,8 +389,7 @@ class MPM(System):
     def grid(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, c):
         m = self.scratch(w, "grid_mass", b, t, c)
         # an empty cell has no velocity; the guard keeps its derivative finite (0 / 0 would poison the adjoint)
-        decay = ti.exp(-dt * self.param(theta, "drag", b, 0))
-        free = self.scratch(w, "grid_momentum", b, t, c) / ti.max(m, 1e-30) * ti.select(m > 0.0, 1.0, 0.0) * decay \
+        free = self.scratch(w, "grid_momentum", b, t, c) / ti.max(m, 1e-30) * ti.select(m > 0.0, 1.0, 0.0) \
             - dt * self.param(theta, "g", b, 0) * ti.Vector.unit(self.dim, 1, float)
         # each wall stops the velocity into it; written as new locals, not stores into one (reverse mode warned of
         # loads before stores in that form)
@@ -408,7 +408,7 @@ class MPM(System):
     @ti.func
     def gather(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, i):
         p, cell, weight, d, first = self.pair(x, b, t, i)
-        v = weight * self.scratch(w, "grid_velocity", b, t, cell)
+        v = weight * ti.exp(-dt * self.param(theta, "drag", b, 0)) * self.scratch(w, "grid_velocity", b, t, cell)
         self.advance(x, "vel", b, t, p, v)
         self.advance(x, "C", b, t, p, (4.0 * self.n_grid ** 2) * v.outer_product(d))
         self.advance(x, "pos", b, t, p, first * self.state(x, "pos", b, t, p) + dt * v)
