@@ -31,29 +31,36 @@ C = np.concatenate([CASES.uniform(0.002, 0.02, 32), [0.01, 0.01, 0.01, 0.01]])
 KAPPA = np.concatenate([10.0 ** CASES.uniform(-9, -4, 32), [1e-6, 1e-6, 1e-8, 1e-3]])
 
 
+SOLVERS = {}  # (runtime generation, n, steps, implicit): (fields, kernel), compiled once per test process
+
+
 def impulses(a, c, kappa, steps=NEWTON_STEPS, implicit=True):
     """friction_impulse and normal_impulse (of z = a) on arrays, with their derivatives: (value, d/da, d/dc,
     d/dkappa) for the friction impulse and (value, d/dz, d/dkappa) for the normal one."""
     runtime.ensure_init()
     n = len(a)
-    a_, c_, k_, w, wn = (ti.field(ti.f64, n, needs_grad=True) for _ in range(5))
+    key = (runtime.generation(), n, steps, implicit)
+    if key not in SOLVERS:
+        fields = tuple(ti.field(ti.f64, n, needs_grad=True) for _ in range(5))
+        a_, c_, k_, w, wn = fields
 
-    @ti.kernel
-    def solve():
-        for i in range(n):
-            w[i] = friction_impulse(a_[i], c_[i], k_[i], steps, implicit)
-            wn[i] = normal_impulse(a_[i], k_[i])
-
+        @ti.kernel
+        def solve():
+            for i in range(n):
+                w[i] = friction_impulse(a_[i], c_[i], k_[i], steps, implicit)
+                wn[i] = normal_impulse(a_[i], k_[i])
+        SOLVERS[key] = fields, solve
+    (a_, c_, k_, w, wn), solve = SOLVERS[key]
     for field, values in ((a_, a), (c_, c), (k_, kappa)):
         field.from_numpy(np.asarray(values, dtype=np.float64))
     solve()
     friction = [w.to_numpy()]
-    w.grad.fill(1.0)
+    for f, seed in ((a_, 0.0), (c_, 0.0), (k_, 0.0), (w, 1.0), (wn, 0.0)):
+        f.grad.fill(seed)
     solve.grad()
     friction += [f.grad.to_numpy() for f in (a_, c_, k_)]
-    for f in (a_, c_, k_, w):
-        f.grad.fill(0.0)
-    wn.grad.fill(1.0)
+    for f, seed in ((a_, 0.0), (c_, 0.0), (k_, 0.0), (w, 0.0), (wn, 1.0)):
+        f.grad.fill(seed)
     solve.grad()
     return friction, [wn.to_numpy(), a_.grad.to_numpy(), k_.grad.to_numpy()]
 
