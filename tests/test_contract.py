@@ -102,6 +102,14 @@ def test_bad_input_is_refused_by_name(cls):
         sim.set_actions(np.full((3,) + sim.action_shape, math.nan))
 
 
+@pytest.mark.parametrize("cls", [cls for cls in SYSTEMS if cls.OPTIONS], ids=[c.__name__ for c in SYSTEMS if c.OPTIONS])
+def test_an_unknown_option_is_refused_with_the_choices(cls):
+    """Every option of every system refuses a value it does not offer, listing the ones it does, before any work."""
+    for key, allowed in cls.OPTIONS.items():
+        with pytest.raises(ValueError, match=rf"{cls.__name__}: {key} must be one of \{list(allowed)}"[:-1]):
+            cls(horizon=3, **{key: "no such choice"})
+
+
 @pytest.mark.parametrize("cls", SYSTEMS, ids=IDS)
 def test_debug_mode_run_gives_the_same_gradient(cls):
     """With tisim.init(debug=True) (Taichi's bounds checks on every array access) the rollout and gradient run
