@@ -139,11 +139,11 @@ class Scene:
 def zero_staging_buffers():
     """Make GGUI stage each drawing in zeroed memory. Taichi 1.7.4 stages a drawing's vertices in a fresh
     np.ndarray (uninitialized memory) and fills only the attributes the drawing has (a mesh without per-vertex
-    colours or texture coordinates leaves those slots as they were); what was left there reached the picture: the
-    floor went missing from a different few frames of demos/soft_throw.py's GIF in every run, and with zeroed
-    buffers the GIF came out the same, byte for byte, run after run (tests/test_demos.py looks at every frame). By
-    what path the old bytes reached the picture was not found: NaN written there on purpose took pixels off a
-    triangle cut by the picture's edge, but not off a floor cut the same way. Idempotent."""
+    colours or texture coordinates leaves those slots as they were); what was left there reached the picture: here
+    the floor went missing from a different few frames of demos/soft_throw.py's GIF in every run, and with zeroed
+    buffers the GIF came out the same, byte for byte, run after run. It is not the whole story: in one CI run the
+    floor was still missing from the first two frames of that GIF, and NaN written into the buffers on purpose
+    took pixels off a triangle cut by the picture's edge but not off a floor cut the same way. Idempotent."""
     for name in ("taichi.ui.scene", "taichi.ui.canvas"):
         module = importlib.import_module(name)
         stage = module.get_vbo_field_v2
