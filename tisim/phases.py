@@ -10,11 +10,18 @@ the scratch (read and written with System.scratch / System.accumulate); the last
 System.advance), the earlier ones write scratch only. A phase reads what earlier phases of the step wrote, never
 what it writes itself.
 
+A phase may repeat, as ("sweep", "n_contacts", 16): it is then ``name(self, x, theta, u, w, dt, b, t, i, r)``, run
+16 times with r = 0, 1, ..., each run reading what the earlier ones wrote (an iterative solver's sweeps, each into
+its own scratch slots: a phase still never reads what the same run writes). r is a run-time index, so the phase
+compiles once however often it repeats: unrolled into one kernel, 16 sweeps of Rigid2D's contact solve took 104 s
+to compile for the backward pass (Taichi's passes grow faster than the code). The last phase cannot repeat.
+
 The schedules:
 - per step (every backward pass, and every pass on a GPU): one launch per step, each phase a top-level loop over
-  batch x domain. Taichi puts a barrier between top-level loops, and its reverse mode differentiates them
-  correctly; it does not differentiate two sibling loops inside one outer loop (taichi-facts.md: dL/dk = 0), so
-  the phases cannot share the fused time loop of a plain step when differentiated.
+  batch x domain (a repeated phase: a launch per repetition). Taichi puts a barrier between top-level loops, and
+  its reverse mode differentiates them correctly; it does not differentiate two sibling loops inside one outer
+  loop (taichi-facts.md: dL/dk = 0), so the phases cannot share the fused time loop of a plain step when
+  differentiated.
 - fused (the forward pass on a CPU, never differentiated): the phases as inner loops of the engine's one-kernel
   rollout, where sibling loops are correct and a step costs no launch (tests/test_phases.py compares the two).
 
@@ -81,20 +88,40 @@ class ScratchLayout:
 
 
 def phase_list(host):
-    """[(bound phase function, domain size)] of a kernel host, for ti.static loops."""
-    return [(getattr(host, name), host.sizes[domain]) for name, domain in host.PHASES]
+    """[(bound phase function, domain size, repeats; 0 for a plain phase)] of a kernel host, for ti.static loops."""
+    if host.PHASES and len(host.PHASES[-1]) > 2:
+        raise ValueError(f"{type(host).__name__}: the last phase writes the next state and cannot repeat")
+    return [(getattr(host, entry[0]), host.sizes[entry[1]], entry[2] if len(entry) > 2 else 0)
+            for entry in host.PHASES]
+
+
+def launch_units(phases):
+    """The per-step schedule's launches of a step: (first, last, repeats) for phases[first:last], a run of plain
+    phases in one kernel (repeats 0) or one repeated phase, a launch per repetition."""
+    units, first = [], 0
+    for k, (_, _, repeats) in enumerate(phases):
+        if repeats:
+            if first < k:
+                units.append((first, k, 0))
+            units.append((k, k + 1, repeats))
+            first = k + 1
+    if first < len(phases):
+        units.append((first, len(phases), 0))
+    return units
 
 
 @ti.kernel
 def run_step(host: ti.template(), x: ti.types.ndarray(ndim=3), theta: ti.types.ndarray(ndim=2),
              u: ti.types.ndarray(ndim=3), w: ti.types.ndarray(ndim=2), dt: float, t: ti.i32, serial: ti.template(),
-             refill: ti.template()):
-    # Step t, each phase a top-level loop; refill: only the phases before the last (they write scratch only), to
-    # recompute the step's scratch for its backward pass
-    for phase, size in ti.static(host.phases[:-1] if refill else host.phases):
+             first: ti.template(), last: ti.template(), r: ti.i32):
+    # phases first..last-1 of step t, each a top-level loop; r: the repetition, for a repeated phase
+    for phase, size, repeats in ti.static(host.phases[first:last]):
         ti.loop_config(serialize=serial)
         for b, i in ti.ndrange(x.shape[0], size):
-            phase(x, theta, u, w, dt, b, t, i)
+            if ti.static(repeats == 0):
+                phase(x, theta, u, w, dt, b, t, i)
+            else:
+                phase(x, theta, u, w, dt, b, t, i, r)
 
 
 @ti.kernel
@@ -117,9 +144,14 @@ def fused_step(host: ti.template(), x: ti.template(), theta: ti.template(), u: t
     # The phases as inner loops of the engine's one-kernel forward pass (never differentiated: see above)
     for k in range(ti.static(host.scratch_layout.recomputed.size)):
         w[b, k] = 0.0
-    for phase, size in ti.static(host.phases):
-        for i in range(size):
-            phase(x, theta, u, w, dt, b, t, i)
+    for phase, size, repeats in ti.static(host.phases):
+        if ti.static(repeats == 0):
+            for i in range(size):
+                phase(x, theta, u, w, dt, b, t, i)
+        else:
+            for r in range(repeats):
+                for i in range(size):
+                    phase(x, theta, u, w, dt, b, t, i, r)
 
 
 class Scratchpad:
@@ -142,15 +174,21 @@ class Scratchpad:
         protocol = Protocol.of(sim)
         launch, host = protocol.launch, protocol.kernels
         recomputed, kept = layout.recomputed.size, layout.kept.size
+        def run(units, t, grad=False):
+            for first, last, repeats in reversed(units) if grad else units:
+                for r in reversed(range(repeats or 1)) if grad else range(repeats or 1):
+                    launch(run_step, host, x, sim.theta, u, w, sim.dt, t, serial, first, last, r, grad=grad)
+
+        whole, refill = launch_units(host.phases), launch_units(host.phases[:-1])
         if not grad:
             launch(clear, w, w.grad, recomputed, kept, t0, t1, serial)
             for t in range(t0, t1):
                 if recomputed and t > t0:
                     launch(clear, w, w.grad, recomputed, kept, t, t, serial)
-                launch(run_step, host, x, sim.theta, u, w, sim.dt, t, serial, False)
+                run(whole, t)
             return
         for t in range(t1 - 1, t0 - 1, -1):
             if recomputed:
                 launch(clear, w, w.grad, recomputed, kept, t, t + 1, serial)
-                launch(run_step, host, x, sim.theta, u, w, sim.dt, t, serial, True)
-            launch(run_step, host, x, sim.theta, u, w, sim.dt, t, serial, False, grad=True)
+                run(refill, t)
+            run(whole, t, grad=True)
