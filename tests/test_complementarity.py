@@ -334,3 +334,73 @@ def test_qp_friction_gradients_match_central_differences(kappa):
     keep = [i for i, label in enumerate(sim.param_layout.labels()) if kappa > 0 or label != "kappa"]
     worst = max(report.worst, relative_errors(params.backward[:, keep], params.central[:, keep]).max())
     assert worst <= 1e-5, f"{report}\n{params}"
+
+
+# ---- Rigid2D contact="qp" with several contacts on a body: the step's contacts solved together -------------------
+def stack(horizon, sweeps=None, batch=1, offset=0.12):
+    """A 0.2 m box resting on a 0.4 m one on the floor, shifted right by `offset` so that it rests on its left
+    corner and on the lower box's upper right corner (four contacts, coupled through both boxes)."""
+    return Rigid2D(horizon=horizon, batch=batch, n_discs=0, n_boxes=2, contact="qp", sweeps=sweeps, hx=[0.2, 0.1],
+                   hy=0.1, mu=0.5, px=[0.0, offset], py=[0.1, 0.3])
+
+
+def test_a_stack_of_two_boxes_rests_without_drift():
+    """Over 10 s the stack stays where it was put, to 1e-7 m (measured with the default 64 sweeps: 8e-11 m
+    sideways, 1e-14 m down); solving each contact alone (one sweep) it creeps by centimetres (measured 4.2 cm with
+    the top box shifted 5 cm) or falls over (shifted 12 cm)."""
+    traj = stack(10000).rollout()
+    for name in ("px", "py", "angle"):
+        assert np.abs(traj[name][0] - traj[name][0, 0]).max() < 1e-7, name
+    alone = stack(10000, sweeps=1, offset=0.05).rollout()
+    assert np.abs(alone["px"][0, -1] - alone["px"][0, 0]).max() > 0.01
+
+
+def test_stick_below_and_slip_above_mu_on_an_incline_within_one_step():
+    """A box on a slope (gravity tilted by alpha: g cos alpha into the floor, g sin alpha along it, as a force on
+    the centre) with tan alpha = 0.999 mu stays put: its speed stays below 1% of what one step of sliding would
+    give. At 1.001 mu it slides from the first step at g (sin alpha - mu cos alpha): its speed after each step is
+    that times t to within 1% of one step's gain. Two boxes, a square and a flat one (which shares its weight
+    between its corners differently as it is pushed)."""
+    mu, horizon, dt = 0.5, 1000, Rigid2D.DT
+    for ratio in (0.999, 1.001):
+        alpha = np.arctan(ratio * mu)
+        sim = Rigid2D(horizon=horizon, batch=2, n_discs=0, n_boxes=1, contact="qp", mu=mu, g=G * np.cos(alpha),
+                      e=0.0, hx=[[0.1], [0.2]], hy=[[0.1], [0.05]], py=[[0.1], [0.05]])
+        sim.set_actions(np.broadcast_to([G * np.sin(alpha), 0.0, 0.0], (2, horizon, 1, 3)).copy())
+        vx = sim.rollout()["vx"][:, :, 0]
+        gain = G * (np.sin(alpha) - mu * np.cos(alpha)) * dt  # the speed one step of sliding adds
+        expected = max(gain, 0.0) * np.arange(horizon + 1)
+        assert np.abs(vx - expected).max() < 0.01 * abs(gain), ratio
+
+
+def test_stack_gradients_match_central_differences_and_every_schedule():
+    """The upper box of an aligned stack pushed to slide over the lower one, which sticks to the floor: every
+    group against Richardson-extrapolated float64 central differences, to 1e-4 relative, 1e-7 absolute (the
+    sweeps leave round-off that does not vary smoothly: central differences of step 1e-6 scatter by ~4e-8 where
+    the derivative is 0; a larger step crosses the switch where the boxes start to touch); checkpointed (two
+    segments) and the per-step schedule (a GPU's) equal to the unrolled gradient to 1e-12."""
+    horizon = 150
+    sim = stack(horizon, batch=2, offset=0.0)
+    rng = np.random.default_rng(7)
+    actions = np.zeros((2, horizon, 2, 3))
+    actions[:, :, 1, 0] = 8.0 + 0.3 * rng.normal(size=(2, horizon))  # [N] against mu m g = 4.9 N: it slides
+    sim.set_actions(actions)
+    loss = tisim.losses.TerminalTarget({"px": [0.0, 0.2], "angle": [0.0, 0.1]}) + 0.01 * tisim.losses.Effort()
+    checks = {}
+    for group, step in (("params", 1e-6), ("initial_state", 1e-6), ("actions", 1e-4)):
+        checks[group] = tisim.gradcheck(sim, loss, groups=(group,), step=step, extrapolate=True, max_entries=30)[group]
+        np.testing.assert_allclose(checks[group].backward, checks[group].central, rtol=1e-4, atol=1e-7,
+                                   err_msg=group)
+        assert np.abs(checks[group].central).max() > 0.01, group
+    labels = sim.param_layout.labels()  # the friction between the boxes and their masses shape the slide
+    assert min(abs(checks["params"].central[0, labels.index(name)]) for name in ("mu", "m[1]", "g")) > 1e-3
+
+    def flat(g):
+        return np.concatenate([np.ravel(v) for group in (g.params, g.initial_state) for v in group.values()]
+                              + [np.ravel(g.actions)])
+    reference = flat(sim.gradient(loss))
+    other = stack(horizon, batch=2, offset=0.0)
+    other.set_actions(actions)
+    other._per_step = True
+    for variant in (flat(sim.gradient(loss, method="checkpointed", segments=2)), flat(other.gradient(loss))):
+        np.testing.assert_allclose(variant, reference, rtol=1e-12, atol=1e-12 * np.abs(reference).max())
