@@ -39,8 +39,9 @@ stack of two boxes: drift in 10 s 6e-5 m after 16 sweeps, 1e-7 after 32, 8e-11 a
 threshold resolved to 0.1% of mu at 64). sweeps=1 solves each contact alone, from the contact-free velocities, in
 a plain step (one kernel, no phases): exact where contacts come in pairs (billiard balls), but a body with two
 contacts gets overlapping impulses, and a stack creeps sideways by centimetres or falls. Gradients are those of
-the sweeps as computed (unrolled), checked against central differences; the backward pass costs a launch per
-sweep per step.
+the sweeps as computed (unrolled), checked against central differences; they converge to the exact solution's
+more slowly than the impulses (on a box sliding on a box, against 96 sweeps: 390% off after 16 sweeps, 2.3% after
+32, 6e-7 after 64). The backward pass costs a launch per sweep per step.
 k, softness and eps are penalty contact's and unused here.
 Non-smooth parts: the contact switch at d = 0 (softened by softness > 0), the nearest-face and closest-point switches
 of the box geometry, the friction clip, and which corners touch; in qp mode the stick-slip switch and the impact's.
