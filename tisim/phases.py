@@ -96,26 +96,27 @@ def phase_list(host):
 
 
 def launch_units(phases):
-    """The per-step schedule's launches of a step: (first, last, repeats) for phases[first:last], a run of plain
+    """The per-step schedule's launches of a step: ((first, last), repeats) for phases[first:last], a run of plain
     phases in one kernel (repeats 0) or one repeated phase, a launch per repetition."""
     units, first = [], 0
     for k, (_, _, repeats) in enumerate(phases):
         if repeats:
             if first < k:
-                units.append((first, k, 0))
-            units.append((k, k + 1, repeats))
+                units.append(((first, k), 0))
+            units.append(((k, k + 1), repeats))
             first = k + 1
     if first < len(phases):
-        units.append((first, len(phases), 0))
+        units.append(((first, len(phases)), 0))
     return units
 
 
 @ti.kernel
 def run_step(host: ti.template(), x: ti.types.ndarray(ndim=3), theta: ti.types.ndarray(ndim=2),
              u: ti.types.ndarray(ndim=3), w: ti.types.ndarray(ndim=2), dt: float, t: ti.i32, serial: ti.template(),
-             first: ti.template(), last: ti.template(), r: ti.i32):
-    # phases first..last-1 of step t, each a top-level loop; r: the repetition, for a repeated phase
-    for phase, size, repeats in ti.static(host.phases[first:last]):
+             unit: ti.template(), r: ti.i32):
+    # phases unit[0]..unit[1]-1 of step t, each a top-level loop; r: the repetition, for a repeated phase. unit is a
+    # tuple kept from call to call: a number as a template would keep launch.Launches from binding the call
+    for phase, size, repeats in ti.static(host.phases[unit[0]:unit[1]]):
         ti.loop_config(serialize=serial)
         for b, i in ti.ndrange(x.shape[0], size):
             if ti.static(repeats == 0):
@@ -160,6 +161,7 @@ class Scratchpad:
     def __init__(self, sim):
         self.sim = sim
         self.arrays = {}
+        self.units = None  # (the whole step, its refill) as launch units, made once: their tuples key the bindings
 
     def __call__(self, rows):
         if rows not in self.arrays:
@@ -175,11 +177,13 @@ class Scratchpad:
         launch, host = protocol.launch, protocol.kernels
         recomputed, kept = layout.recomputed.size, layout.kept.size
         def run(units, t, grad=False):
-            for first, last, repeats in reversed(units) if grad else units:
+            for unit, repeats in reversed(units) if grad else units:
                 for r in reversed(range(repeats or 1)) if grad else range(repeats or 1):
-                    launch(run_step, host, x, sim.theta, u, w, sim.dt, t, serial, first, last, r, grad=grad)
+                    launch(run_step, host, x, sim.theta, u, w, sim.dt, t, serial, unit, r, grad=grad)
 
-        whole, refill = launch_units(host.phases), launch_units(host.phases[:-1])
+        if self.units is None:
+            self.units = launch_units(host.phases), launch_units(host.phases[:-1])
+        whole, refill = self.units
         if not grad:
             launch(clear, w, w.grad, recomputed, kept, t0, t1, serial)
             for t in range(t0, t1):
