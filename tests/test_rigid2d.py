@@ -205,6 +205,10 @@ def test_gradcheck_every_contact_kind():
     (dict(n_discs=-1), r"n_discs must be an integer >= 0, got -1"),
     (dict(n_discs=0, n_boxes=0), r"needs at least one body"),
     (dict(n_bodies=2), "n_bodies follows from n_discs and n_boxes"),
+    (dict(n_contacts=8), "n_contacts follows from n_discs and n_boxes"),
+    (dict(sweeps=8), "sweeps applies to contact='qp'"),
+    (dict(contact="qp", sweeps=0), "sweeps must be an integer >= 1, got 0"),
+    (dict(contact="qp", sweeps=2.5), "sweeps must be an integer >= 1, got 2.5"),
     (dict(ground="maybe"), r"ground must be one of \['on', 'off'\], got 'maybe'"),
 ])
 def test_bad_input_names_the_argument_and_what_is_allowed(kwargs, message):
