@@ -244,3 +244,18 @@ def test_a_long_list_of_bad_entries_is_cut_short():
     from tisim.derivatives import named
     assert named([f"pos[{i}]" for i in range(20)]) == ", ".join(f"pos[{i}]" for i in range(8)) + " and 12 more"
     assert named(["x", "v"]) == "x, v"
+
+
+def test_a_step_splits_into_launches_around_its_repeated_phases():
+    """Plain phases share one launch; a repeated phase gets its own, run once per repetition; a repeated last phase
+    (the one that writes the next state) is refused, naming the class."""
+    from tisim.phases import launch_units, phase_list
+    plain, sweep = (None, 4, 0), (None, 4, 16)
+    assert launch_units([plain, plain, sweep, plain]) == [((0, 2), 0), ((2, 3), 16), ((3, 4), 0)]
+    assert launch_units([sweep, sweep, plain]) == [((0, 1), 16), ((1, 2), 16), ((2, 3), 0)]
+    assert launch_units([plain]) == [((0, 1), 0)]
+
+    class Looping:
+        PHASES = (("touch", "n"), ("sweep", "n", 8))
+    with pytest.raises(ValueError, match="Looping: the last phase writes the next state and cannot repeat"):
+        phase_list(Looping())

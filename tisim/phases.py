@@ -23,7 +23,8 @@ The schedules:
   loop (taichi-facts.md: dL/dk = 0), so the phases cannot share the fused time loop of a plain step when
   differentiated.
 - fused (the forward pass on a CPU, never differentiated): the phases as inner loops of the engine's one-kernel
-  rollout, where sibling loops are correct and a step costs no launch (tests/test_phases.py compares the two).
+  rollout, where sibling loops are correct and a step costs no launch (tests/test_contract.py compares the two on
+  every phased system, tests/test_complementarity.py on a repeated phase).
 
 Scratch is zeroed by the engine before each step. Kept scratch (keep=True) has a row per step, which the backward
 pass reads; recomputed scratch (keep=False) has one row, and the backward pass of step t first reruns the step's

@@ -440,4 +440,3 @@ class Rigid2D(System):
             if kind != NONE:
                 d, n, c = self.geometry(x, theta, b, t, kind, i, j, k)
                 self.contact_pair(x, theta, u, dt, b, t, i, j, d, n[0], n[1], c)
-
