@@ -93,17 +93,39 @@ def friction_impulse(v_free, c, kappa, steps: ti.template(), implicit: ti.templa
     return w
 
 
+APART, STICK, SLIP = 0, 1, 2  # the modes of a contact's solution
+
+
+@ti.func
+def contact_mode(w_nn, w_nt, w_tt, vn, vt, b, mu):
+    """(mode, side, stick impulses (p_n, p_t), slip normal impulse) of contact_impulse's problem (its arguments):
+    mode APART, STICK or SLIP, the last on the cone's edge p_t = side mu p_n."""
+    need = b - vn  # the normal velocity the contact must add, at least
+    det = ti.max(w_nn * w_tt - w_nt * w_nt, 1e-30)
+    pn_stick, pt_stick = (w_tt * need + w_nt * vt) / det, (-w_nn * vt - w_nt * need) / det
+    side = ti.select(pt_stick > 0.0, 1.0, -1.0)
+    pn_slip = need / ti.max(w_nn + side * mu * w_nt, 1e-30)
+    stick = pn_stick >= 0.0 and ti.abs(pt_stick) <= mu * pn_stick
+    mode = ti.select(need > 0.0, ti.select(stick, STICK, SLIP), APART)
+    return mode, side, pn_stick, pt_stick, pn_slip
+
+
 @ti.func
 def contact_impulse(w_nn, w_nt, w_tt, vn, vt, b, mu):
     """(p_n, p_t) [N s] of one contact: W = [[w_nn, w_nt], [w_nt, w_tt]] [1/kg], contact-free relative velocity
     (vn, vt) [m/s], least normal velocity b [m/s], Coulomb coefficient mu; the exact solution (see above)."""
-    need = b - vn  # the normal velocity the contact must add, at least
-    det = ti.max(w_nn * w_tt - w_nt * w_nt, 1e-30)
-    pn_stick, pt_stick = (w_tt * need + w_nt * vt) / det, (-w_nn * vt - w_nt * need) / det
-    side = ti.select(pt_stick > 0.0, 1.0, -1.0)  # the edge of the cone a slip lies on: p_t = side mu p_n
-    pn_slip = need / ti.max(w_nn + side * mu * w_nt, 1e-30)
-    stick = pn_stick >= 0.0 and ti.abs(pt_stick) <= mu * pn_stick
-    active = need > 0.0
-    pn = ti.select(active, ti.select(stick, pn_stick, pn_slip), 0.0)
-    pt = ti.select(active, ti.select(stick, pt_stick, side * mu * pn_slip), 0.0)
+    mode, side, pn_stick, pt_stick, pn_slip = contact_mode(w_nn, w_nt, w_tt, vn, vt, b, mu)
+    pn = ti.select(mode == STICK, pn_stick, ti.select(mode == SLIP, pn_slip, 0.0))
+    pt = ti.select(mode == STICK, pt_stick, ti.select(mode == SLIP, side * mu * pn_slip, 0.0))
     return pn, pt
+
+
+@ti.func
+def contact_multiplier(w_nn, w_nt, w_tt, slip, side, mu, gn, gt):
+    """lambda with A^T lambda = (gn, gt), A the Jacobian of a contact's conditions by its own impulse: W when it
+    sticks (W p = the velocity it must add), and when it slips the normal row of W with the cone's edge
+    p_t - side mu p_n = 0. The block of the adjoint of a coupled solve (tisim.systems.rigid2d_impulses)."""
+    det = ti.max(w_nn * w_tt - w_nt * w_nt, 1e-30)
+    ln = ti.select(slip, (gn + side * mu * gt) / ti.max(w_nn + side * mu * w_nt, 1e-30), (w_tt * gn - w_nt * gt) / det)
+    lt = ti.select(slip, gt - w_nt * ln, (w_nn * gt - w_nt * gn) / det)
+    return ln, lt

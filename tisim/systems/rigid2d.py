@@ -50,11 +50,8 @@ whatever its size (unrolled with ti.static, two boxes took 72 s to compile the b
 forwarding grows with the square of the unrolled code); combinations that are not contacts (NONE) cost an integer
 test. Each contact advances x[b, t+1] directly, so no local accumulator crosses that loop (taichi-facts.md).
 """
-import math
-
 import taichi as ti
 
-from tisim.complementarity import contact_impulse
 from tisim.contact import (
     corner_box,
     corner_ground,
@@ -70,26 +67,13 @@ from tisim.contact import (
 )
 from tisim.engine import System
 from tisim.integrators import semi_implicit_euler
-from tisim.quantities import Quantity, Scratch
-
-SWEEPS = 64  # default sweeps of the qp solve: a stack of two boxes converges to round-off
-RELAXATION = 0.5  # each sweep after the first moves an impulse this far towards its contact's own solution
-SPECTRAL_RADIUS = 0.95  # of the relaxed sweep, estimated (measured best on a stack): sets the Chebyshev weights
-
-
-@ti.func
-def chebyshev(r):
-    """The Chebyshev semi-iterative weight of sweep r >= 2, 2 T_(r-1)(1/rho) / (rho T_r(1/rho)) for the spectral
-    radius rho (the limit of the recursion w_(r+1) = 4 / (4 - rho^2 w_r), from w_2 = 2 / (2 - rho^2))."""
-    a = ti.static(math.acosh(1.0 / SPECTRAL_RADIUS))
-    return 2.0 * (ti.exp((r - 1) * a) + ti.exp((1 - r) * a)) / (SPECTRAL_RADIUS * (ti.exp(r * a) + ti.exp(-r * a)))
-
+from tisim.quantities import Quantity
+from tisim.systems.rigid2d_impulses import AXES, SWEEPS, Impulses
 
 NONE, DISK_DISK, DISK_BOX, CORNER_BOX, DISK_GROUND, CORNER_GROUND = range(6)  # kinds of contact
-AXES = (("px", "vx", 0), ("py", "vy", 1), ("angle", "omega", 2))  # each coordinate, its velocity, its entry
 
 
-class Rigid2D(System):
+class Rigid2D(Impulses, System):
     """n_discs discs, then n_boxes boxes, in a vertical plane over an optional floor; the action: a wrench per body."""
 
     PARAMS = (
@@ -116,27 +100,10 @@ class Rigid2D(System):
     )
     ACTION = (Quantity("wrench", 0.0, "N, N, N m", "force (fx, fy) on each body's centre and torque about it",
                        shape=("n_bodies", 3)),)
-    SCRATCH = (  # contact="qp" only: each contact's problem, then each sweep's impulses and velocity changes
-        Scratch("touching", "-", "1 where the combination is a contact (a disc and the floor, ...), else 0",
-                shape=("n_contacts",), keep=False),
-        Scratch("normal", "-", "each contact's normal, pushing its first body", shape=("n_contacts", 2), keep=False),
-        Scratch("arms", "m", "the contact point from the first and from the second body's centre",
-                shape=("n_contacts", 4), keep=False),
-        Scratch("delassus", "1/kg", "each contact's Delassus matrix (w_nn, w_nt, w_tt)", shape=("n_contacts", 3),
-                keep=False),
-        Scratch("free_velocity", "m/s", "relative normal and tangential velocity at the contact after the "
-                "contact-free step", shape=("n_contacts", 2), keep=False),
-        Scratch("least_velocity", "m/s", "the least relative normal velocity the contact allows",
-                shape=("n_contacts",), keep=False),
-        Scratch("impulse", "N s", "each sweep's normal and tangential impulse of each contact",
-                shape=("n_sweep_contacts", 2), keep=False),
-        Scratch("velocity_change", "m/s, m/s, rad/s", "each sweep's change of each body's (vx, vy, omega) by the "
-                "sweep's impulses", shape=("n_sweep_bodies", 3), keep=False),
-    )
     STRUCTURE = ("n_discs", "n_boxes", "sweeps", "n_bodies", "n_contacts", "n_sweep_contacts", "n_sweep_bodies")
     N_DISCS_DEFAULT, N_BOXES_DEFAULT = 1, 0
     N_DISCS_MIN = N_BOXES_MIN = 0
-    OPTIONS = {"ground": ("on", "off"), "contact": ("penalty", "qp")}
+    OPTIONS = {"ground": ("on", "off"), "contact": ("penalty", "qp"), "solver_gradient": ("implicit", "unrolled")}
     DT = 1e-3
 
     def __init__(self, horizon, batch=1, dt=None, *, n_discs=N_DISCS_DEFAULT, n_boxes=N_BOXES_DEFAULT, sweeps=None,
@@ -149,15 +116,19 @@ class Rigid2D(System):
         for key in ("n_bodies", "n_contacts", "n_sweep_contacts", "n_sweep_bodies"):
             if key in values:
                 raise ValueError(f"Rigid2D: {key} follows from n_discs and n_boxes; pass those instead")
-        if sweeps is not None and values.get("contact", "penalty") != "qp":
-            raise ValueError("Rigid2D: sweeps applies to contact='qp' (the sweeps of its contact solve)")
+        for key in ("sweeps", "solver_gradient"):
+            given = sweeps if key == "sweeps" else values.get(key)
+            if given is not None and values.get("contact", "penalty") != "qp":
+                raise ValueError(f"Rigid2D: {key} applies to contact='qp' (its contact solve), got {key}={given!r} "
+                                 f"with contact={values.get('contact', 'penalty')!r}")
         sweeps = (SWEEPS if values.get("contact") == "qp" else 1) if sweeps is None else sweeps
         if isinstance(sweeps, bool) or not isinstance(sweeps, int) or sweeps < 1:
             raise ValueError(f"Rigid2D: sweeps must be an integer >= 1, got {sweeps!r}")
         n = n_discs + n_boxes
+        slots = sweeps if values.get("solver_gradient") == "unrolled" else 1  # an unrolled sweep keeps its own
         super().__init__(horizon, batch, dt, n_discs=n_discs, n_boxes=n_boxes, sweeps=sweeps, n_bodies=n,
-                         n_contacts=4 * n * (n + 1), n_sweep_contacts=sweeps * 4 * n * (n + 1),
-                         n_sweep_bodies=sweeps * n, **values)
+                         n_contacts=4 * n * (n + 1), n_sweep_contacts=slots * 4 * n * (n + 1),
+                         n_sweep_bodies=slots * n, **values)
 
     # ---- body i at step t (i may be a run-time index) -------------------------------------------------------------
     @ti.func
@@ -254,130 +225,17 @@ class Rigid2D(System):
         ft = friction_coulomb_tanh(vt, fn, self.param(theta, "mu", b, 0), self.param(theta, "eps", b, 0))
         return fn, friction_clip_to_stop(ft, vt, m_t, dt)
 
-    @ti.func
-    def body_at(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t, i, c, n, tangent):
-        """Body i at the point c (qp contact): the velocity of its material point there now and after the
-        contact-free step, and its share (w_nn, w_nt, w_tt) of the contact's Delassus matrix."""
-        arm = c - self.position(x, b, t, i)
-        now, a = self.point_velocity(x, b, t, i, arm), self.free_acceleration(x, theta, u, b, t, i)
-        free = now + dt * (ti.Vector([a[0], a[1]]) + a[2] * ti.Vector([-arm[1], arm[0]]))
-        inverse_m, inverse_i = 1.0 / self.param(theta, "m", b, i), 1.0 / self.inertia(theta, b, i)
-        rn, rt = cross2(arm, n), cross2(arm, tangent)
-        return now, free, ti.Vector([inverse_m + inverse_i * rn * rn, inverse_i * rn * rt,
-                                     inverse_m + inverse_i * rt * rt])
-
-    # ---- contact="qp": the step's contacts solved together, as phases (tisim/phases.py) -----------------------------
-    @property
-    def PHASES(self):  # noqa: N802 (the engine's name for a step's phases; penalty contact has none: a plain step)
-        if self.contact != "qp" or self.sweeps == 1:
-            return ()
-        return ("touch", "n_contacts"), ("sweep", "n_contacts", self.sweeps), ("move", "n_bodies")
-
+    # ---- contact="qp": the phases are Impulses' (tisim/systems/rigid2d_impulses.py) ----------------------------
     @ti.func
     def touch(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, q):
         """Contact q's problem: its normal, the arms from both centres to the point c, its Delassus matrix, the
-        relative velocity after the contact-free step and the least normal velocity it allows (b = d / dt, or for
-        an impact, the free step closing the gap at an approach speed above what one step of the free accelerations
-        adds, -e times the approach)."""
+        relative velocity after the contact-free step and the least normal velocity it allows."""
         nb = ti.static(self.n_bodies)
         i, j, k = q // (4 * (nb + 1)), (q // 4) % (nb + 1), q % 4
         kind = self.pair_kind(i, j, k)
         if kind != NONE:
             d, n, c = self.geometry(x, theta, b, t, kind, i, j, k)
             self.pose(x, theta, u, w, dt, b, t, q, i, j, d, n[0], n[1], c)
-
-    @ti.func
-    def problem(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t, i, j, d, n, tangent, c):
-        """Contact (d, n, c) of body i with body j (j = n_bodies: the floor) as a problem for its impulse: the
-        Delassus matrix (w_nn, w_nt, w_tt), the relative (v_n, v_t) after the contact-free step, and the least normal
-        velocity. That closes the gap -d by the step's end, or for an impact (the free step would close it, at an
-        approach speed above what one step of the free accelerations adds) restitutes -e times the approach."""
-        now, free, share = self.body_at(x, theta, u, dt, b, t, i, c, n, tangent)
-        now_j, free_j, share_j = ti.Vector([0.0, 0.0]), ti.Vector([0.0, 0.0]), ti.Vector([0.0, 0.0, 0.0])
-        if j < self.n_bodies:  # else the floor: at rest, infinite mass
-            now_j, free_j, share_j = self.body_at(x, theta, u, dt, b, t, j, c, n, tangent)
-        approach, vn, vt = (now - now_j).dot(n), (free - free_j).dot(n), (free - free_j).dot(tangent)
-        impact = -d + dt * vn < 0.0 and -approach > ti.abs(vn - approach)
-        target = ti.select(impact, ti.max(d / dt, -self.param(theta, "e", b, 0) * approach), d / dt)
-        return share + share_j, ti.Vector([vn, vt]), target
-
-    @ti.func
-    def qp_law(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t, i, j, d, n, tangent, c):
-        """(fn, ft): the impulses of the contact's problem, solved alone (one sweep), over dt."""
-        m, free, target = self.problem(x, theta, u, dt, b, t, i, j, d, n, tangent, c)
-        pn, pt = contact_impulse(m[0], m[1], m[2], free[0], free[1], target, self.param(theta, "mu", b, 0))
-        return pn / dt, pt / dt
-
-    @ti.func
-    def pose(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, q, i, j, d,
-             nx, ny, c):
-        """touch's record of contact q (d, n = (nx, ny), c) of body i with body j. n comes in by components: as a
-        vector, Taichi 1.7's reverse pass loads its adjoint before storing it (it warns; the gradient is garbage)."""
-        n = ti.Vector([nx, ny])
-        m, free, target = self.problem(x, theta, u, dt, b, t, i, j, d, n, ti.Vector([-ny, nx]), c)
-        arm_j = ti.Vector([0.0, 0.0])
-        if j < self.n_bodies:
-            arm_j = c - self.position(x, b, t, j)
-        arm = c - self.position(x, b, t, i)
-        self.accumulate(w, "touching", b, t, q, 1.0)
-        self.accumulate(w, "normal", b, t, q, n)
-        self.accumulate(w, "arms", b, t, q, ti.Vector([arm[0], arm[1], arm_j[0], arm_j[1]]))
-        self.accumulate(w, "delassus", b, t, q, m)
-        self.accumulate(w, "free_velocity", b, t, q, free)
-        self.accumulate(w, "least_velocity", b, t, q, target)
-
-    @ti.func
-    def sweep(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, q, r):
-        """Sweep r of the projected Jacobi iteration, Chebyshev-accelerated: contact q's exact two-body solution
-        (contact_impulse) against the velocity changes every other contact made in sweep r - 1."""
-        nb, nc = ti.static(self.n_bodies, self.n_contacts)
-        if self.scratch(w, "touching", b, t, q) > 0.0:
-            i, j = q // (4 * (nb + 1)), (q // 4) % (nb + 1)
-            n, arms = self.scratch(w, "normal", b, t, q), self.scratch(w, "arms", b, t, q)
-            tangent = ti.Vector([-n[1], n[0]])
-            m = self.scratch(w, "delassus", b, t, q)
-            seen = self.scratch(w, "free_velocity", b, t, q)
-            p_old = ti.Vector([0.0, 0.0])
-            if r > 0:
-                p_old = self.scratch(w, "impulse", b, t, (r - 1) * nc + q)
-                change = self.velocity_change(w, b, t, (r - 1) * nb + i, ti.Vector([arms[0], arms[1]]))
-                if j < nb:
-                    change -= self.velocity_change(w, b, t, (r - 1) * nb + j, ti.Vector([arms[2], arms[3]]))
-                seen += ti.Vector([change.dot(n) - m[0] * p_old[0] - m[1] * p_old[1],
-                                   change.dot(tangent) - m[1] * p_old[0] - m[2] * p_old[1]])
-            pn, pt = contact_impulse(m[0], m[1], m[2], seen[0], seen[1], self.scratch(w, "least_velocity", b, t, q),
-                                     self.param(theta, "mu", b, 0))
-            p = p_old + ti.select(r > 0, RELAXATION, 1.0) * (ti.Vector([pn, pt]) - p_old)
-            if r > 1:
-                before = self.scratch(w, "impulse", b, t, (r - 2) * nc + q)
-                p = before + chebyshev(r) * (p - before)
-            self.accumulate(w, "impulse", b, t, r * nc + q, p)
-            impulse = p[0] * n + p[1] * tangent
-            self.kick(theta, w, b, t, r * nb + i, i, impulse, ti.Vector([arms[0], arms[1]]))
-            if j < nb:
-                self.kick(theta, w, b, t, r * nb + j, j, -impulse, ti.Vector([arms[2], arms[3]]))
-
-    @ti.func
-    def velocity_change(self, w: ti.template(), b, t, slot, arm):
-        """The velocity change of a body's material point at arm, from its entry `slot` of velocity_change."""
-        dv = self.scratch(w, "velocity_change", b, t, slot)
-        return ti.Vector([dv[0] - dv[2] * arm[1], dv[1] + dv[2] * arm[0]])
-
-    @ti.func
-    def kick(self, theta: ti.template(), w: ti.template(), b, t, slot, i, impulse, arm):
-        """Body i's velocity change from an impulse at arm, into entry `slot` of velocity_change."""
-        m = self.param(theta, "m", b, i)
-        self.accumulate(w, "velocity_change", b, t, slot,
-                        ti.Vector([impulse[0] / m, impulse[1] / m, cross2(arm, impulse) / self.inertia(theta, b, i)]))
-
-    @ti.func
-    def move(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, i):
-        """Body i's contact-free step plus the velocity change of the last sweep (and its dt share of the move)."""
-        self.free_motion(x, theta, u, dt, b, t, i)
-        dv = self.scratch(w, "velocity_change", b, t, (self.sweeps - 1) * self.n_bodies + i)
-        for q, v, e in ti.static(AXES):
-            self.advance(x, q, b, t, i, dt * dv[e])
-            self.advance(x, v, b, t, i, dv[e])
 
     @ti.func
     def contact_pair(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t, i, j, d, nx, ny, c):
