@@ -30,6 +30,8 @@ CASES = {  # system (and a variant's name): (constructor values, a terminal targ
     "StiffChain": ({}, {"x": np.zeros(3)}),
     "Rigid2D": ({"n_discs": 2, "n_boxes": 1}, {"px": np.zeros(3), "py": np.zeros(3)}),
     "Rigid2D qp": ({"n_discs": 2, "n_boxes": 1, "contact": "qp"}, {"px": np.zeros(3), "py": np.zeros(3)}),
+    "Rigid2D qp unrolled": ({"n_discs": 2, "n_boxes": 1, "contact": "qp", "solver_gradient": "unrolled"},
+                            {"px": np.zeros(3), "py": np.zeros(3)}),
     "Rigid2D qp sweeps=1": ({"n_discs": 2, "n_boxes": 1, "contact": "qp", "sweeps": 1},
                             {"px": np.zeros(3), "py": np.zeros(3)}),
     "Rigid2D billiards": ({"n_discs": 3, "ground": "off", "g": 0.0, "px": [0.0, 0.3, 0.6], "vx": [1.0, 0.0, 0.0]},

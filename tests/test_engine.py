@@ -259,3 +259,35 @@ def test_a_step_splits_into_launches_around_its_repeated_phases():
         PHASES = (("touch", "n"), ("sweep", "n", 8))
     with pytest.raises(ValueError, match="Looping: the last phase writes the next state and cannot repeat"):
         phase_list(Looping())
+
+
+def test_an_implicit_phase_is_one_launch_unit_with_its_residual_phases_and_needs_its_solve_and_adjoint():
+    """An implicit phase and the residual phases after it form one unit (solve, then the residual; backwards the
+    adjoint, then the residual's gradient); a residual phase anywhere else, an implicit phase without its solve or
+    adjoint, and a repeat count that is not a positive integer are refused by name."""
+    from tisim.phases import IMPLICIT, RESIDUAL, launch_units, phase_list
+    plain, solve, residual = (None, 4, 0), (None, 4, IMPLICIT), (None, 4, RESIDUAL)
+    assert launch_units([plain, solve, residual, plain, plain]) == [((0, 1), 0), ((1, 3), IMPLICIT), ((3, 5), 0)]
+    assert launch_units([solve, plain]) == [((0, 1), IMPLICIT), ((1, 2), 0)]
+
+    class Host:
+        sizes = {"n": 4}
+
+        def __init__(self, phases):
+            self.PHASES = phases
+
+        def touch(self):
+            pass
+
+        def move(self):
+            pass
+
+    with pytest.raises(ValueError, match=r"Host: the implicit phase 'touch' needs \['touch_solve', 'touch_adjoint'\]"):
+        phase_list(Host((("touch", "n", IMPLICIT), ("move", "n"))))
+    with pytest.raises(ValueError, match="Host: the residual phase 'touch' must follow an implicit phase"):
+        phase_list(Host((("touch", "n", RESIDUAL), ("move", "n"))))
+    for bad in (0, 2.5, True, "often"):
+        with pytest.raises(ValueError, match="Host: phase 'touch' repeats an integer >= 1 times"):
+            phase_list(Host((("touch", "n", bad), ("move", "n"))))
+    Host.touch_solve = Host.touch_adjoint = Host.touch
+    assert [entry[2] for entry in phase_list(Host((("touch", "n", IMPLICIT), ("move", "n"))))] == [IMPLICIT, 0]

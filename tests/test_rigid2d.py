@@ -207,6 +207,8 @@ def test_gradcheck_every_contact_kind():
     (dict(n_bodies=2), "n_bodies follows from n_discs and n_boxes"),
     (dict(n_contacts=8), "n_contacts follows from n_discs and n_boxes"),
     (dict(sweeps=8), "sweeps applies to contact='qp'"),
+    (dict(solver_gradient="unrolled"), "solver_gradient applies to contact='qp' .* with contact='penalty'"),
+    (dict(contact="qp", solver_gradient="adjoint"), r"solver_gradient must be one of \['implicit', 'unrolled'\]"),
     (dict(contact="qp", sweeps=0), "sweeps must be an integer >= 1, got 0"),
     (dict(contact="qp", sweeps=2.5), "sweeps must be an integer >= 1, got 2.5"),
     (dict(ground="maybe"), r"ground must be one of \['on', 'off'\], got 'maybe'"),

@@ -29,19 +29,15 @@ contact-free step, p_n >= 0 keeps w_n >= b, complementary, and |p_t| <= mu p_n b
 stick or slip, exactly. b = d / dt closes the overlap by the step's end (a speculative contact: bodies never
 interpenetrate), or for an impact (the free step would close the gap, at an approach speed above what one step of
 the free accelerations adds) b = -e times the approach speed. The impulse enters the step as the force p / dt.
-The contacts of a step are solved together by `sweeps` sweeps (default 64) of projected Jacobi, a phased step
-(tisim/phases.py): a phase records each contact's problem; each sweep, a repeated phase, solves every contact's
-problem exactly against the velocity changes the other contacts made in the sweep before (W p* counted once), its
-impulse relaxed halfway from its own previous one (which keeps the coupled iteration a contraction), with
-Chebyshev semi-iterative weights for an estimated spectral radius 0.95; a last phase moves the bodies. A contact
-that is alone on its bodies is exact from the first sweep on; coupled ones converge geometrically (measured on a
-stack of two boxes: drift in 10 s 6e-5 m after 16 sweeps, 1e-7 after 32, 8e-11 after 64; a slope's stick-slip
-threshold resolved to 0.1% of mu at 64). sweeps=1 solves each contact alone, from the contact-free velocities, in
-a plain step (one kernel, no phases): exact where contacts come in pairs (billiard balls), but a body with two
-contacts gets overlapping impulses, and a stack creeps sideways by centimetres or falls. Gradients are those of
-the sweeps as computed (unrolled), checked against central differences; they converge to the exact solution's
-more slowly than the impulses (on a box sliding on a box, against 96 sweeps: 390% off after 16 sweeps, 2.3% after
-32, 6e-7 after 64). The backward pass costs a launch per sweep per step.
+The contacts of a step are solved together, in phases (tisim/systems/rigid2d_impulses.py): a phase records each
+contact's problem; with solver_gradient="implicit" (the default) over-relaxed projected Gauss-Seidel finds the
+impulses (at most `sweeps` sweeps, default 64, stopping once a sweep changes nothing), never differentiated, and
+the backward pass takes their derivative from the conditions the solution meets (the implicit function theorem,
+one adjoint solve a step); with "unrolled", `sweeps` sweeps of Chebyshev-accelerated projected Jacobi are
+differentiated as computed (a launch per sweep per step backward). A last phase moves the bodies. sweeps=1 solves
+each contact alone, from the contact-free velocities, in a plain step (one kernel, no phases): exact where
+contacts come in pairs (billiard balls), but a body with two contacts gets overlapping impulses, and a stack
+creeps sideways by centimetres or falls.
 k, softness and eps are penalty contact's and unused here.
 Non-smooth parts: the contact switch at d = 0 (softened by softness > 0), the nearest-face and closest-point switches
 of the box geometry, the friction clip, and which corners touch; in qp mode the stick-slip switch and the impact's.

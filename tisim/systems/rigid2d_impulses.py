@@ -13,12 +13,13 @@ for an impact restitutes -e times the approach speed.
 
 The solves.
 - implicit: projected Gauss-Seidel in one kernel that is never differentiated (each contact in turn against the
-  others' latest impulses, until a sweep changes none by more than TOLERANCE of the largest, at most `sweeps`
-  sweeps). Its derivative comes from the conditions the solution meets: with the modes fixed, r(p) = 0 is linear in
-  p, r_c = v_c - (b_c, 0) where c sticks, (v_n - b_c, p_t - side mu p_n) where it slips, p_c where apart, so
-  dp = -A^-1 dr/dinputs with A = dr/dp. The adjoint solves A^T lambda = pbar, by Gauss-Seidel on the transposed
-  system: apart contacts have no conditions on the inputs and drop out, and the others' coupling is G again, so a
-  sweep looks like the forward one, with lambda's velocity changes in place of the impulses'.
+  others' latest impulses, over-relaxed by OVERRELAXATION and put back into its cone, until a sweep changes none
+  by more than TOLERANCE of the largest, at most `sweeps` sweeps). Its derivative comes from the conditions the
+  solution meets: with the modes fixed, r(p) = 0 is linear in p, r_c = v_c - (b_c, 0) where c sticks,
+  (v_n - b_c, p_t - side mu p_n) where it slips, p_c where apart, so dp = -A^-1 dr/dinputs with A = dr/dp. The
+  adjoint solves A^T lambda = pbar by Gauss-Seidel on the transposed system: apart contacts have no conditions on
+  the inputs and drop out, and the others' coupling is G again, so a sweep looks like the forward one, with
+  lambda's velocity changes in place of the impulses'.
 - unrolled: projected Jacobi, a repeated phase differentiated sweep by sweep: each contact's exact two-body
   solution against the velocity changes the others made in the sweep before (W_c p_c counted once), relaxed halfway
   from its previous impulse (which keeps the coupled iteration a contraction), with Chebyshev semi-iterative weights
