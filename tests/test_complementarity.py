@@ -337,11 +337,11 @@ def test_qp_friction_gradients_match_central_differences(kappa):
 
 
 # ---- Rigid2D contact="qp" with several contacts on a body: the step's contacts solved together -------------------
-def stack(horizon, sweeps=None, batch=1, offset=0.12):
+def stack(horizon, sweeps=None, batch=1, offset=0.12, **keywords):
     """A 0.2 m box resting on a 0.4 m one on the floor, shifted right by `offset` so that it rests on its left
     corner and on the lower box's upper right corner (four contacts, coupled through both boxes)."""
     return Rigid2D(horizon=horizon, batch=batch, n_discs=0, n_boxes=2, contact="qp", sweeps=sweeps, hx=[0.2, 0.1],
-                   hy=0.1, mu=0.5, px=[0.0, offset], py=[0.1, 0.3])
+                   hy=0.1, mu=0.5, px=[0.0, offset], py=[0.1, 0.3], **keywords)
 
 
 def test_a_stack_of_two_boxes_rests_without_drift():

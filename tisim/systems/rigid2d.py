@@ -114,7 +114,8 @@ class Rigid2D(Impulses, System):
                 raise ValueError(f"Rigid2D: {key} follows from n_discs and n_boxes; pass those instead")
         for key in ("sweeps", "solver_gradient"):
             given = sweeps if key == "sweeps" else values.get(key)
-            if given is not None and values.get("contact", "penalty") != "qp":
+            valid = key == "sweeps" or given in self.OPTIONS[key]  # else the engine names the choices
+            if given is not None and valid and values.get("contact", "penalty") != "qp":
                 raise ValueError(f"Rigid2D: {key} applies to contact='qp' (its contact solve), got {key}={given!r} "
                                  f"with contact={values.get('contact', 'penalty')!r}")
         sweeps = (SWEEPS if values.get("contact") == "qp" else 1) if sweeps is None else sweeps
