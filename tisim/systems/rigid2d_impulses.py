@@ -251,9 +251,10 @@ class Impulses:
     @ti.func
     def impulses(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, q):
         """The first phase of the solution's residual: contact q's impulse into the velocity changes of its bodies,
-        M^-1 D_q^T p_q (the residual's own copy: the later phases' derivatives must reach the impulses apart)."""
-        if self.scratch(w, "mode", b, t, q) != 0.0:
-            self.kick_both(theta, w, "solution_change", b, t, q, 0, self.scratch(w, "impulse", b, t, q))
+        M^-1 D_q^T p_q (the residual's own copy: the later phases' derivatives must reach the impulses apart),
+        where it is not apart."""
+        active = ti.select(self.scratch(w, "mode", b, t, q) != 0.0, 1.0, 0.0)  # branch-free: see below
+        self.kick_both(theta, w, "solution_change", b, t, q, 0, active * self.scratch(w, "impulse", b, t, q))
 
     @ti.func
     def conditions(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, q):
@@ -261,12 +262,11 @@ class Impulses:
         (v_n - b_q, p_t - side mu p_n) where it slips, v_q = v*_q + D_q M^-1 sum_d D_d^T p_d (nothing where it is
         apart: p_q = 0 there does not depend on the inputs)."""
         mode = self.scratch(w, "mode", b, t, q)
-        if mode != 0.0:
-            p, free = self.scratch(w, "impulse", b, t, q), self.scratch(w, "free_velocity", b, t, q)
-            seen = free + self.seen(w, "solution_change", b, t, q, 0, ti.Vector([0.0, 0.0]))
-            edge = p[1] - ti.math.sign(mode) * self.param(theta, "mu", b, 0) * p[0]
-            self.accumulate(w, "residual", b, t, q, ti.Vector([seen[0] - self.scratch(w, "least_velocity", b, t, q),
-                                                               ti.select(ti.abs(mode) > 1.5, edge, seen[1])]))
+        p, free = self.scratch(w, "impulse", b, t, q), self.scratch(w, "free_velocity", b, t, q)
+        seen = free + self.seen(w, "solution_change", b, t, q, 0, ti.Vector([0.0, 0.0]))
+        edge = p[1] - ti.math.sign(mode) * self.param(theta, "mu", b, 0) * p[0]
+        self.accumulate(w, "residual", b, t, q, ti.select(mode != 0.0, 1.0, 0.0) * ti.Vector([
+            seen[0] - self.scratch(w, "least_velocity", b, t, q), ti.select(ti.abs(mode) > 1.5, edge, seen[1])]))
 
     @ti.func
     def impulses_adjoint(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(),
@@ -305,9 +305,12 @@ class Impulses:
 
     @ti.func
     def apply(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, q):
-        """Contact q's impulse into its bodies' velocity changes."""
-        if self.scratch(w, "touching", b, t, q) > 0.0:
-            self.kick_both(theta, w, "velocity_change", b, t, q, 0, self.scratch(w, "impulse", b, t, q))
+        """Contact q's impulse into its bodies' velocity changes (zero where it is no contact).
+
+        The implicit step's differentiated phases are branch-free: with the kicks inside a branch, the first
+        backward pass of each simulator left garbage (1e75) in the normals' derivative, at random, on several
+        threads only (an adjoint Taichi 1.7 does not zero); a contact that is not one has zero normal and arms."""
+        self.kick_both(theta, w, "velocity_change", b, t, q, 0, self.scratch(w, "impulse", b, t, q))
 
     @ti.func
     def move(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, i):
