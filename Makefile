@@ -24,9 +24,12 @@ demo: $(STAMP)
 
 # the engine, gradient and mechanism tests once more on two threads, the parallel kernels users get by default:
 # those whose loops add into shared entries from many items (tests/test_threads.py compares one and two threads
-# directly; the tests of optimization outcomes, marked perturbed, ran three times already)
+# directly; the tests of optimization outcomes, marked perturbed, ran three times already); and Rigid2D's implicit
+# contact gradients, whose first backward pass once went wrong on several threads only
 GRADIENT_TESTS := $(addprefix tests/test_,$(addsuffix .py,engine mechanisms checkpointing losses mass_spring \
-	mass_spring_3d rigid2d diagnostics))
+	mass_spring_3d rigid2d diagnostics)) \
+	tests/test_complementarity.py::test_implicit_gradients_are_the_converged_solutions_and_need_no_converged_sweeps \
+	tests/test_complementarity.py::test_stack_gradients_match_central_differences_and_every_schedule
 
 # two worker processes (pytest-xdist), a file to each at a time: module fixtures and the Ray cluster stay in one
 # process; every worker still runs Taichi on one thread, bitwise reproducible
