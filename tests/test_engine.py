@@ -250,7 +250,7 @@ def test_a_step_splits_into_launches_around_its_repeated_phases():
     """Plain phases share one launch; a repeated phase gets its own, run once per repetition; a repeated last phase
     (the one that writes the next state) is refused, naming the class."""
     from tisim.phases import launch_units, phase_list
-    plain, sweep = (None, 4, 0), (None, 4, 16)
+    plain, sweep = (None, 4, 0, None), (None, 4, 16, None)
     assert launch_units([plain, plain, sweep, plain]) == [((0, 2), 0), ((2, 3), 16), ((3, 4), 0)]
     assert launch_units([sweep, sweep, plain]) == [((0, 1), 16), ((1, 2), 16), ((2, 3), 0)]
     assert launch_units([plain]) == [((0, 1), 0)]
@@ -266,7 +266,7 @@ def test_an_implicit_phase_is_one_launch_unit_with_its_residual_phases_and_needs
     adjoint, then the residual's gradient); a residual phase anywhere else, an implicit phase without its solve or
     adjoint, and a repeat count that is not a positive integer are refused by name."""
     from tisim.phases import IMPLICIT, RESIDUAL, launch_units, phase_list
-    plain, solve, residual = (None, 4, 0), (None, 4, IMPLICIT), (None, 4, RESIDUAL)
+    plain, solve, residual = (None, 4, 0, None), (None, 4, IMPLICIT, (None, None)), (None, 4, RESIDUAL, None)
     assert launch_units([plain, solve, residual, plain, plain]) == [((0, 1), 0), ((1, 3), IMPLICIT), ((3, 5), 0)]
     assert launch_units([solve, plain]) == [((0, 1), IMPLICIT), ((1, 2), 0)]
 
@@ -286,7 +286,7 @@ def test_an_implicit_phase_is_one_launch_unit_with_its_residual_phases_and_needs
         phase_list(Host((("touch", "n", IMPLICIT), ("move", "n"))))
     with pytest.raises(ValueError, match="Host: the residual phase 'touch' must follow an implicit phase"):
         phase_list(Host((("touch", "n", RESIDUAL), ("move", "n"))))
-    for bad in (0, 2.5, True, "often"):
+    for bad in (0, -1, 2.5, True, "often"):
         with pytest.raises(ValueError, match="Host: phase 'touch' repeats an integer >= 1 times"):
             phase_list(Host((("touch", "n", bad), ("move", "n"))))
     Host.touch_solve = Host.touch_adjoint = Host.touch

@@ -22,7 +22,7 @@ from tisim.access import Accessors
 from tisim.derivatives import Gradient, NonFiniteError, nonfinite_rollout
 from tisim.launch import Launches
 from tisim.losses import _Bound, quadratic
-from tisim.phases import ScratchLayout, Scratchpad, fused_step, phase_list, schedule_option, solvers, solving_phases
+from tisim.phases import ScratchLayout, Scratchpad, fused_step, phase_list, schedule_option
 from tisim.quantities import Layout, near_miss
 from tisim.trajectory import (
     begin,
@@ -167,8 +167,6 @@ class System(Accessors):
         self.action_shape = self.action_layout.shapes[self.action_name]
         self.scratch_layout = ScratchLayout(self.SCRATCH, sizes)
         self.phases = phase_list(self) if self.options.get("schedule", "phased") == "phased" else []
-        self.solvers = solvers(self) if self.phases else {}
-        self.solving_phases = solving_phases(self)
 
     def _topology_key(self):
         """Hashable description of structure beyond sizes and options (a particle system's connectivity, say);

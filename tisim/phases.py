@@ -16,17 +16,18 @@ its own scratch slots: a phase still never reads what the same run writes). r is
 compiles once however often it repeats: unrolled into one kernel, 16 sweeps of Rigid2D's contact solve took 104 s
 to compile for the backward pass (Taichi's passes grow faster than the code). The last phase cannot repeat.
 
-A phase may be a solve differentiated by the implicit function theorem, as ("impulses", "n_contacts", "implicit"):
-the system then writes three functions. ``impulses_solve(self, x, theta, u, w, dt, b, t)`` finds the solution y
-(into scratch) by any method, serial loops and early exits included: it is never differentiated. ``impulses(self,
-x, theta, u, w, dt, b, t, i)``, a plain phase over the domain, writes the residual r(y, inputs) of item i's
-conditions into scratch, zero at the solution. ``impulses_adjoint(self, x, theta, u, w, w_grad, dt, b, t)``, never
-differentiated either, reads the later phases' derivative ybar from w_grad, solves (dr/dy)^T lambda = ybar and
-writes -lambda into w_grad as the residual's derivative. The backward pass then differentiates the residual phase,
-which gives the inputs dL/dinputs = -lambda^T dr/dinputs: the derivative of the exact solution, however many
-iterations the solve took, at the cost of one adjoint solve (and the residual's adds to ybar, -(dr/dy)^T lambda,
-cancel it, as they must). The residual phase must not be read by later phases, and the adjoint must see every
-derivative of y, so only phases after the solve read y.
+A phase may be a solve differentiated by the implicit function theorem, as ("impulses", "n_contacts", "implicit"),
+followed by any number of ("conditions", "n_contacts", "residual") entries. ``impulses_solve(self, x, theta, u, w,
+dt, b, t)`` finds the solution y (into scratch) by any method, serial loops and early exits included: it is never
+differentiated. ``impulses`` and the residual phases after it, plain phases over their domains, compute the
+residual r(y, inputs) of the conditions the solution meets into scratch, zero at the solution.
+``impulses_adjoint(self, x, theta, u, w, w_grad, dt, b, t)``, never differentiated either, reads the later phases'
+derivative ybar from w_grad, solves (dr/dy)^T lambda = ybar and writes -lambda into w_grad as the residual's
+derivative. The backward pass then differentiates the residual phases, which gives the inputs dL/dinputs =
+-lambda^T dr/dinputs: the derivative of the exact solution, however many iterations the solve took, at the cost of
+one adjoint solve (and the residual's adds to ybar, -(dr/dy)^T lambda, cancel it, as they must). Later phases must
+not read the residual, and the adjoint must see every other derivative of y, so only phases after the residual
+read y.
 
 The schedules:
 - per step (every backward pass, and every pass on a GPU): one launch per step, each phase a top-level loop over
@@ -104,37 +105,28 @@ class ScratchLayout:
 
 
 def phase_list(host):
-    """[(bound phase function, domain size, repeats; 0 for a plain phase, IMPLICIT for a solve's residual)] of a
-    kernel host, for ti.static loops."""
+    """[(bound phase function, domain size, repeats, solver)] of a kernel host, for ti.static loops: repeats 0 for
+    a plain phase, a count for a repeated one, IMPLICIT or RESIDUAL for an implicit phase and the residual phases
+    after it; solver (solve, adjoint) for an implicit phase, else None."""
     name = type(host).__name__
     if host.PHASES and len(host.PHASES[-1]) > 2:
         raise ValueError(f"{name}: the last phase writes the next state and cannot repeat or be a solve")
+    phases = []
     for entry in host.PHASES:
-        if len(entry) > 2 and entry[2] == IMPLICIT:
+        kind, solver = entry[2] if len(entry) > 2 else 0, None
+        if kind == IMPLICIT:
             missing = [entry[0] + part for part in ("_solve", "_adjoint") if not hasattr(host, entry[0] + part)]
             if missing:
                 raise ValueError(f"{name}: the implicit phase {entry[0]!r} needs {missing} (tisim/phases.py)")
-        elif len(entry) > 2 and entry[2] == RESIDUAL:
-            kinds = [e[2] if len(e) > 2 else 0 for e in host.PHASES[:host.PHASES.index(entry)]]
-            if not kinds or kinds[-1] not in (IMPLICIT, RESIDUAL):
+            solver = getattr(host, entry[0] + "_solve"), getattr(host, entry[0] + "_adjoint")
+        elif kind == RESIDUAL:
+            if not phases or phases[-1][2] not in (IMPLICIT, RESIDUAL):
                 raise ValueError(f"{name}: the residual phase {entry[0]!r} must follow an implicit phase")
-        elif len(entry) > 2 and (isinstance(entry[2], bool) or not isinstance(entry[2], int) or entry[2] < 1):
+        elif isinstance(kind, bool) or not isinstance(kind, int) or kind < 0 or (len(entry) > 2 and kind == 0):
             raise ValueError(f"{name}: phase {entry[0]!r} repeats an integer >= 1 times or is {IMPLICIT!r} or "
-                             f"{RESIDUAL!r}, got {entry[2]!r}")
-    return [(getattr(host, entry[0]), host.sizes[entry[1]], entry[2] if len(entry) > 2 else 0)
-            for entry in host.PHASES]
-
-
-def solvers(host):
-    """{phase index: (solve, adjoint)} of a kernel host's implicit phases."""
-    return {k: (getattr(host, entry[0] + "_solve"), getattr(host, entry[0] + "_adjoint"))
-            for k, entry in enumerate(host.PHASES) if len(entry) > 2 and entry[2] == IMPLICIT}
-
-
-def solving_phases(host):
-    """[(phase, size, repeats, solve or None)]: the phases with their solves, for the fused schedule's static loop
-    (Taichi unpacks no nested tuples there)."""
-    return [phase + (host.solvers[k][0] if k in host.solvers else None,) for k, phase in enumerate(host.phases)]
+                             f"{RESIDUAL!r}, got {kind!r}")
+        phases.append((getattr(host, entry[0]), host.sizes[entry[1]], kind, solver))
+    return phases
 
 
 def launch_units(phases):
@@ -142,7 +134,7 @@ def launch_units(phases):
     phases in one kernel (repeats 0), one repeated phase, a launch per repetition, or one implicit phase (repeats
     IMPLICIT: its solve, then its residual phases; backwards, its adjoint, then the residual's gradient)."""
     units, first = [], 0
-    for k, (_, _, repeats) in enumerate(phases):
+    for k, (_, _, repeats, _) in enumerate(phases):
         if repeats == RESIDUAL:  # joins the implicit unit before it
             (start, _), kind = units[-1]
             units[-1] = ((start, k + 1), kind)
@@ -163,7 +155,7 @@ def run_step(host: ti.template(), x: ti.types.ndarray(ndim=3), theta: ti.types.n
              unit: ti.template(), r: ti.i32):
     # phases unit[0]..unit[1]-1 of step t, each a top-level loop; r: the repetition, for a repeated phase. unit is a
     # tuple kept from call to call: a number as a template would keep launch.Launches from binding the call
-    for phase, size, repeats in ti.static(host.phases[unit[0]:unit[1]]):
+    for phase, size, repeats, _ in ti.static(host.phases[unit[0]:unit[1]]):
         ti.loop_config(serialize=serial)
         for b, i in ti.ndrange(x.shape[0], size):
             if ti.static(repeats in PLAIN):
@@ -179,7 +171,7 @@ def run_solve(host: ti.template(), x: ti.types.ndarray(ndim=3), theta: ti.types.
     # the solve of implicit phase unit[0] at step t, per batch element (never differentiated)
     ti.loop_config(serialize=serial)
     for b in range(x.shape[0]):
-        ti.static(host.solvers[unit[0]][0])(x, theta, u, w, dt, b, t)
+        ti.static(host.phases[unit[0]][3][0])(x, theta, u, w, dt, b, t)
 
 
 @ti.kernel
@@ -190,7 +182,7 @@ def run_adjoint(host: ti.template(), x: ti.types.ndarray(ndim=3), theta: ti.type
     # the residual out
     ti.loop_config(serialize=serial)
     for b in range(x.shape[0]):
-        ti.static(host.solvers[unit[0]][1])(x, theta, u, w, w_grad, dt, b, t)
+        ti.static(host.phases[unit[0]][3][1])(x, theta, u, w, w_grad, dt, b, t)
 
 
 @ti.kernel
@@ -213,9 +205,9 @@ def fused_step(host: ti.template(), x: ti.template(), theta: ti.template(), u: t
     # The phases as inner loops of the engine's one-kernel forward pass (never differentiated: see above)
     for k in range(ti.static(host.scratch_layout.recomputed.size)):
         w[b, k] = 0.0
-    for phase, size, repeats, solve in ti.static(host.solving_phases):
+    for phase, size, repeats, solver in ti.static(host.phases):
         if ti.static(repeats == IMPLICIT):
-            solve(x, theta, u, w, dt, b, t)
+            ti.static(solver[0])(x, theta, u, w, dt, b, t)
         if ti.static(repeats in PLAIN):
             for i in range(size):
                 phase(x, theta, u, w, dt, b, t, i)
