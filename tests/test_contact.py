@@ -206,6 +206,13 @@ def test_restitution_toi_rest_and_repeated_impact():
 
 # ---- friction --------------------------------------------------------------------------------------------------------
 
+def test_tanh_of_positive_is_tanh_to_a_few_ulp_with_its_derivative():
+    z = np.concatenate([[0.0], np.logspace(-12, 1.7, 2001)])  # across the series' cut at 0.02 and into saturation
+    assert np.max(np.abs(law(contact.tanh_of_positive, z) - np.tanh(z)) / np.maximum(np.tanh(z), 1e-300)) < 1e-14
+    slope = law_gradient(contact.tanh_of_positive, z)[:, 0]
+    np.testing.assert_allclose(slope, 1.0 / np.cosh(z) ** 2, rtol=1e-13, atol=1e-300)
+
+
 def test_regularized_coulomb_laws():
     """tanh and Huber friction follow their formulas, are odd in vt and bounded by mu fn."""
     # tanh: ft = -mu fn tanh(vt/eps); huber: ft = -mu fn clamp(vt/eps, -1, 1); both odd in vt and |ft| <= mu fn.

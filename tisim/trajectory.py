@@ -51,8 +51,17 @@ def nonfinite_row(x: ti.template(), b, t, unrolled: ti.template()):
         for k in ti.static(range(unrolled)):
             bad += x[b, t, k] * 0.0
     else:
-        for k in range(x.shape[2]):
+        # four sums, not one: a single chain of dependent adds cost 5% of a large body's forward pass
+        quarter = x.shape[2] // 4
+        bad1, bad2, bad3 = 0.0, 0.0, 0.0
+        for k in range(quarter):
+            bad += x[b, t, 4 * k] * 0.0
+            bad1 += x[b, t, 4 * k + 1] * 0.0
+            bad2 += x[b, t, 4 * k + 2] * 0.0
+            bad3 += x[b, t, 4 * k + 3] * 0.0
+        for k in range(4 * quarter, x.shape[2]):
             bad += x[b, t, k] * 0.0
+        bad += bad1 + bad2 + bad3
     return ti.math.isnan(bad)
 
 

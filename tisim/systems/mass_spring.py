@@ -124,6 +124,7 @@ class MassSpring(System):
         builder.dense(ti.i, len(owner)).place(host.actuator_of, host.actuated)
         builder.dense(ti.i, len(spring_of)).place(host.free)
         host.topology_tree = builder.finalize()
+        host.has_actuators = len(self.robot.actuators) > 0
         host.spring_of.from_numpy(spring_of)
         host.other_of.from_numpy(other_of)
         host.present.from_numpy(present.astype(runtime.numpy_real()))
@@ -142,8 +143,9 @@ class MassSpring(System):
         dv = self.state(x, "vel", b, t, j) - self.state(x, "vel", b, t, i)
         r = d.norm()
         n = d / r
-        a = self.actuated[s] * self.action(u, "activation", b, t, self.actuator_of[s])
-        L = self.param(theta, "rest", b, s) * (1.0 + a)
+        L = self.param(theta, "rest", b, s)
+        if ti.static(self.has_actuators):  # a passive body (a cloth) skips three loads a spring end
+            L *= 1.0 + self.actuated[s] * self.action(u, "activation", b, t, self.actuator_of[s])
         return (self.param(theta, "k", b, s) * (r - L) + self.param(theta, "damping", b, 0) * dv.dot(n)) * n
 
     @ti.func
