@@ -46,6 +46,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/mass_spring.py
 	$(PY) benchmarks/checkpointing.py
 	$(PY) benchmarks/peers.py
+	$(PY) benchmarks/taichi_storage.py
 	$(PY) benchmarks/sweep.py
 
 clean:

@@ -1,7 +1,8 @@
-# The cloth workload of benchmarks/peers.py written three ways: tisim's MassSpring on a tisim.robots.cloth sheet,
-# JAX (jit + lax.scan) and Warp with wp.Tape, stepped from Python as Warp's own cloth examples run, in two forms: a
-# launch per step (each particle gathers its springs) and, as warp.sim's integrators do, two launches per step (each
-# spring once, its force added to both ends with atomics; then each particle moved).
+# The cloth workload of benchmarks/peers.py written four ways: tisim's MassSpring on a tisim.robots.cloth sheet,
+# hand-written Taichi in DiffTaichi's style (a launch per step, ti.ad.Tape), JAX (jit + lax.scan), and Warp with
+# wp.Tape, stepped from Python as Warp's own cloth examples run, in two forms: a launch per step (each particle
+# gathers its springs) and, as warp.sim's integrators do, two launches per step (each spring once, its force added
+# to both ends with atomics; then each particle moved).
 #
 # The sheet: nx x ny particles in 3D, hanging in the x-y plane from its two top corners (pinned), with structural,
 # shear and bending springs (tisim.robots.cloth: the same topology and order for every peer); its initial positions
@@ -304,9 +305,86 @@ def warp_tape_split(cloth, horizon, dtype, device="cpu"):
     return warp_tape(cloth, horizon, dtype, device, split=True)
 
 
+def taichi_handwritten(cloth, horizon, dtype, device=None):
+    """DiffTaichi's style, written as Warp's one-launch form: (T+1, N) position and velocity fields, one kernel per
+    step in which each particle gathers its springs from the padded incidence table (the table's width unrolled, so
+    the local force sum is differentiable), ti.ad.Tape for the gradient. The arch and float type are tisim.init's."""
+    import taichi as ti
+
+    from tisim.runtime import numpy_real, real
+
+    spring_of, other_of, present = cloth.robot.incidence()
+    N, S, T, degree = cloth.n, cloth.n_springs, horizon, spring_of.shape[1]
+
+    @ti.data_oriented
+    class HandTaichi:
+        def __init__(self):
+            self.x = ti.Vector.field(3, real(), (T + 1, N), needs_grad=True)
+            self.v = ti.Vector.field(3, real(), (T + 1, N), needs_grad=True)
+            self.k = ti.field(real(), S, needs_grad=True)
+            self.loss = ti.field(real(), (), needs_grad=True)
+            self.rest, self.free = ti.field(real(), S), ti.field(real(), N)
+            self.weights = ti.Vector.field(3, real(), N)
+            self.spring_of, self.other_of = ti.field(ti.i32, (N, degree)), ti.field(ti.i32, (N, degree))
+            self.present = ti.field(real(), (N, degree))
+            x = np.zeros((T + 1, N, 3), numpy_real())
+            x[0] = cloth.x0
+            self.x.from_numpy(x)  # step 0 never changes; every rollout overwrites steps 1..T
+            self.rest.from_numpy(cloth.robot.rest_lengths().astype(numpy_real()))
+            self.free.from_numpy(cloth.robot.free().astype(numpy_real()))
+            self.weights.from_numpy(cloth.weights.astype(numpy_real()))
+            self.spring_of.from_numpy(spring_of.astype(np.int32))
+            self.other_of.from_numpy(other_of.astype(np.int32))
+            self.present.from_numpy(present.astype(numpy_real()))
+
+        @ti.kernel
+        def step(self, t: ti.i32):
+            for i in range(N):
+                xi, vi = self.x[t, i], self.v[t, i]
+                depth, vn = -xi[1], vi[1]
+                fn = ti.select(depth > 0.0, KC * depth - KD * ti.min(vn, 0.0), 0.0)
+                vt = ti.Vector([vi[0], 0.0, vi[2]])
+                slip = ti.sqrt(vt.dot(vt) + FLOOR)
+                f = ti.Vector([0.0, fn - M * G, 0.0]) - (MU * fn * ti.tanh(slip / EPS) / slip) * vt - DRAG * vi
+                for q in ti.static(range(degree)):
+                    s, j = self.spring_of[i, q], self.other_of[i, q]
+                    d = self.x[t, j] - xi
+                    r = d.norm()
+                    n = d / r
+                    f += self.present[i, q] * (self.k[s] * (r - self.rest[s]) + C * (self.v[t, j] - vi).dot(n)) * n
+                v_next = vi + DT * f / M
+                self.x[t + 1, i] = xi + self.free[i] * DT * v_next
+                self.v[t + 1, i] = self.free[i] * v_next
+
+        @ti.kernel
+        def compute_loss(self):
+            for i in range(N):
+                self.loss[None] += self.weights[i].dot(self.x[T, i])
+
+        def run(self):
+            for t in range(T):
+                self.step(t)
+            self.compute_loss()
+
+        def forward(self, k):
+            self.k.from_numpy(k)
+            self.loss[None] = 0.0
+            self.run()
+            return float(self.loss[None])
+
+        def gradient(self, k):
+            self.k.from_numpy(k)
+            with ti.ad.Tape(loss=self.loss):  # clears every gradient, sets loss = 0, runs the grads in reverse
+                self.run()
+            return float(self.loss[None]), (self.k.grad.to_numpy(), self.x.grad.to_numpy()[0])
+
+    return HandTaichi()
+
+
 IMPLEMENTATIONS = {  # row label: (factory, package the row needs)
     "tisim": (Tisim, "taichi"),
     "tisim, the other schedule (CPU: phased; GPU: items)": (TisimOtherSchedule, "taichi"),
+    "hand-written Taichi (launch per step, Tape)": (taichi_handwritten, "taichi"),
     "JAX (jit, lax.scan)": (jax_scan, "jax"),
     "Warp (launch per step, Tape)": (warp_tape, "warp"),
     "Warp (springs, then particles: 2 launches per step, atomics, Tape)": (warp_tape_split, "warp"),
