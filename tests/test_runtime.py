@@ -37,6 +37,39 @@ def test_two_thousand_simulators_in_one_process():
     assert len(set(runtime._hosts) - hosts_before) <= 2  # kernels compile once per class, not per simulator
 
 
+def test_simulators_share_their_model_by_structure_and_topology():
+    """A model is made once per class, structure and topology tables; equal robots share it, a different one
+    (or different sizes) gets its own, and each model's tables hold what the system's topology() returned."""
+    from tisim.robots import grid
+    a, b = MassSpring(horizon=2, robot=grid(4, 2)), MassSpring(horizon=7, batch=2, robot=grid(4, 2))
+    assert a.model is b.model and a.model is not a
+    c = MassSpring(horizon=2, robot=grid(5, 2))
+    assert c.model is not a.model
+    assert ScalarLinear(horizon=2).model is ScalarLinear(horizon=3).model
+    assert Linear(horizon=2, n=2).model is not Linear(horizon=2, n=3).model
+    tables = c.topology()
+    for name in ("spring_of", "other_of", "present", "sign", "end"):
+        np.testing.assert_array_equal(getattr(c.model, name).to_numpy(), tables[name])
+    assert c.model.has_actuators == tables["has_actuators"]
+
+
+class _Tabled(ScalarLinear):
+    table = np.zeros(3)
+
+    def topology(self):
+        return dict(table=self.table)
+
+
+def test_topology_tables_are_checked_before_any_kernel():
+    """A topology entry that is neither a numeric array nor hashable is refused by name."""
+    with pytest.raises(TypeError, match="'table' must be a numpy array or hashable"):
+        type("Listed", (_Tabled,), {"table": [1, 2]})(horizon=2)
+    with pytest.raises(TypeError, match="'table' must be a non-empty integer or float array"):
+        type("Texts", (_Tabled,), {"table": np.array(["a", "b"])})(horizon=2)
+    sim = _Tabled(horizon=2)
+    np.testing.assert_array_equal(sim.model.table.to_numpy(), np.zeros(3))
+
+
 def test_deterministic_runs_are_bitwise_equal():
     """With deterministic=True, two runs of a batched gradient are bitwise identical."""
     rng = np.random.default_rng(3)

@@ -75,7 +75,8 @@ def add2(a: ti.template(), b, base, shape: ti.template(), value):
 
 
 class Accessors:
-    """Mixin of System: the @ti.func accessors a step uses (the kernels inline them; nothing runs in Python)."""
+    """Mixin of Model (tisim/model.py): the @ti.func accessors a step uses (the kernels inline them; nothing runs
+    in Python)."""
 
     @ti.func
     def state(self, x: ti.template(), name: ti.template(), b, t, i):

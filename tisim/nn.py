@@ -28,6 +28,13 @@ class MLP:
         self.sizes = sizes
         self.n_weights = sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:]))
 
+    # equal shapes compile to the same kernels (a model's topology, tisim/model.py)
+    def __eq__(self, other):
+        return isinstance(other, MLP) and other.sizes == self.sizes
+
+    def __hash__(self):
+        return hash(("MLP", self.sizes))
+
     def __repr__(self):
         return f"MLP({' -> '.join(map(str, self.sizes))}, {self.n_weights} weights)"
 

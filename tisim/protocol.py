@@ -34,8 +34,9 @@ class Protocol:
 
     @property
     def kernels(self):
-        """The compiled kernel host (its _rollout_fields for forward mode, _rates for the continuous adjoint)."""
-        return self._sim._host
+        """The simulator's model, the compiled kernels' host (its _rollout_fields for forward mode, _rates for the
+        continuous adjoint)."""
+        return self._sim.model
 
     @property
     def serial(self):

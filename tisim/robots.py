@@ -99,21 +99,24 @@ class Robot:
         """Per particle, the springs that touch it and the particle at their other end, padded to the largest degree
         D: (spring_of (N, D), other_of (N, D), present (N, D) 1.0 or 0.0). A padding entry repeats the particle's
         first spring with present = 0, so kernels can read it safely and weigh it out without a branch."""
-        touching = [[] for _ in self.particles]
-        for s, (i, j) in enumerate(self.springs):
-            touching[i].append((s, j))
-            touching[j].append((s, i))
-        if any(not t for t in touching):
-            lonely = next(i for i, t in enumerate(touching) if not t)
-            raise ValueError(f"robot {self.name!r}: particle {lonely} has no spring")
-        degree = max(len(t) for t in touching)
-        shape = (len(self.particles), degree)
-        spring_of, other_of = np.zeros(shape, np.int32), np.zeros(shape, np.int32)
-        present = np.zeros(shape, np.float64)
-        for i, pairs in enumerate(touching):
-            for q in range(degree):
-                spring_of[i, q], other_of[i, q] = pairs[q] if q < len(pairs) else pairs[0]
-                present[i, q] = q < len(pairs)
+        n, count = len(self.particles), len(self.springs)
+        # both ends of every spring, grouped by particle in spring order (a stable sort)
+        end = np.concatenate([self.springs[:, 0], self.springs[:, 1]]).astype(np.int64)
+        other = np.concatenate([self.springs[:, 1], self.springs[:, 0]])
+        spring = np.concatenate([np.arange(count), np.arange(count)])
+        order = np.lexsort((spring, end))
+        end, other, spring = end[order], other[order], spring[order]
+        degrees = np.bincount(end, minlength=n)
+        if np.any(degrees == 0):
+            raise ValueError(f"robot {self.name!r}: particle {int(np.argmin(degrees))} has no spring")
+        degree = int(degrees.max())
+        start = np.concatenate([[0], np.cumsum(degrees)[:-1]])
+        slot = np.arange(len(end)) - start[end]
+        # padding entries repeat the particle's first spring
+        spring_of = np.repeat(spring[start][:, None], degree, axis=1).astype(np.int32)
+        other_of = np.repeat(other[start][:, None], degree, axis=1).astype(np.int32)
+        present = np.zeros((n, degree), np.float64)
+        spring_of[end, slot], other_of[end, slot], present[end, slot] = spring, other, 1.0
         return spring_of, other_of, present
 
     def key(self):

@@ -37,7 +37,6 @@ import os
 import numpy as np
 import taichi as ti
 
-from tisim import runtime
 from tisim.contact import point_box, point_contact, point_ground, point_sphere
 from tisim.engine import System
 from tisim.integrators import semi_implicit_euler
@@ -106,35 +105,19 @@ class MassSpring(System):
             if len(centre):
                 self.set_params(**{n: v for n, v in zip(names, (centre, size)) if n not in values})
 
-    def _topology_key(self):
-        return self.robot.key()
-
-    def _bare_host(self):
-        host = super()._bare_host()
+    def topology(self):
         spring_of, other_of, present = self.robot.incidence()
         first = self.robot.springs[spring_of, 0] == np.arange(len(spring_of))[:, None]
         owner = self.robot.actuator_of_spring()
-        real = runtime.real()
-        builder = ti.FieldsBuilder()
-        host.spring_of, host.other_of, host.end = ti.field(ti.i32), ti.field(ti.i32), ti.field(ti.i32)
-        host.present, host.sign = ti.field(real), ti.field(real)
-        host.actuator_of, host.actuated, host.free = ti.field(ti.i32), ti.field(real), ti.field(real)
-        builder.dense(ti.ij, spring_of.shape).place(host.spring_of, host.other_of, host.present, host.sign)
-        builder.dense(ti.ij, (len(owner), 2)).place(host.end)
-        builder.dense(ti.i, len(owner)).place(host.actuator_of, host.actuated)
-        builder.dense(ti.i, len(spring_of)).place(host.free)
-        host.topology_tree = builder.finalize()
-        host.has_actuators = len(self.robot.actuators) > 0
-        host.spring_of.from_numpy(spring_of)
-        host.other_of.from_numpy(other_of)
-        host.present.from_numpy(present.astype(runtime.numpy_real()))
-        # the spring's force on this particle: +1 at its first end, -1 at its second, 0 on padding entries
-        host.sign.from_numpy((np.where(first, 1.0, -1.0) * present).astype(runtime.numpy_real()))
-        host.end.from_numpy(self.robot.springs.astype(np.int32))
-        host.actuator_of.from_numpy(np.maximum(owner, 0))  # passive springs read actuator 0 and weigh it by 0
-        host.actuated.from_numpy((owner >= 0).astype(runtime.numpy_real()))
-        host.free.from_numpy(self.robot.free().astype(runtime.numpy_real()))
-        return host
+        return dict(
+            spring_of=spring_of, other_of=other_of, present=present,
+            # the spring's force on this particle: +1 at its first end, -1 at its second, 0 on padding entries
+            sign=np.where(first, 1.0, -1.0) * present,
+            end=self.robot.springs,
+            actuator_of=np.maximum(owner, 0),  # passive springs read actuator 0 and weigh it by 0
+            actuated=(owner >= 0).astype(float),
+            free=self.robot.free().astype(float),
+            has_actuators=len(self.robot.actuators) > 0)
 
     @ti.func
     def spring_force(self, x: ti.template(), theta: ti.template(), u: ti.template(), b, t, s, i, j):

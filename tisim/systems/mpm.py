@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 import taichi as ti
 
-from tisim import assets, runtime
+from tisim import assets
 from tisim.engine import System
 from tisim.quantities import Quantity, Scratch
 
@@ -282,20 +282,10 @@ class MPM(System):
             start["F"] = np.broadcast_to(np.eye(body.dim), (len(body.particles), body.dim, body.dim))
         self.set_initial_state(**start)
 
-    def _topology_key(self):
-        return self.body.key() + (self.body.volume,)
-
-    def _bare_host(self):
-        host = super()._bare_host()
-        host.volume = float(self.body.volume)
-        builder = ti.FieldsBuilder()
-        host.group_of, host.actuator_of, host.actuated = ti.field(ti.i32), ti.field(ti.i32), ti.field(runtime.real())
-        builder.dense(ti.i, len(self.body.particles)).place(host.group_of, host.actuator_of, host.actuated)
-        host.topology_tree = builder.finalize()
-        host.group_of.from_numpy(self.body.groups)
-        host.actuator_of.from_numpy(np.maximum(self.body.actuators, 0))  # passive points weigh actuator 0 by 0
-        host.actuated.from_numpy((self.body.actuators >= 0).astype(runtime.numpy_real()))
-        return host
+    def topology(self):
+        return dict(volume=float(self.body.volume), group_of=self.body.groups,
+                    actuator_of=np.maximum(self.body.actuators, 0),  # passive points weigh actuator 0 by 0
+                    actuated=(self.body.actuators >= 0).astype(float))
 
     # ---- pieces shared by the phases ----------------------------------------------------------------------------
     # A stencil item i is one (point, cell) pair: point i // 3^d and the cell whose digits in base 3 are i % 3^d,

@@ -8,7 +8,7 @@ the angle (periodic) and the angular velocity; the network starts small (weights
 """
 import taichi as ti
 
-from tisim.engine import _check_count
+from tisim.model import check_count
 from tisim.nn import MLP
 from tisim.quantities import Quantity
 from tisim.systems.pendulum import Pendulum
@@ -23,17 +23,15 @@ class ResidualPendulum(Pendulum):
     STRUCTURE = ("hidden", "n_weights")
 
     def __init__(self, horizon, batch=1, dt=None, hidden=16, seed=0, **values):
-        _check_count("ResidualPendulum", "hidden", hidden)
-        _check_count("ResidualPendulum", "seed", seed, minimum=0)
+        check_count("ResidualPendulum", "hidden", hidden)
+        check_count("ResidualPendulum", "seed", seed, minimum=0)
         self.network = MLP((3, hidden, 1))
         super().__init__(horizon, batch, dt, hidden=hidden, n_weights=self.network.n_weights, **values)
         if "w_residual" not in values:
             self.set_params(w_residual=self.network.initial_weights(seed, scale=0.1))
 
-    def _bare_host(self):
-        host = super()._bare_host()
-        host.network = self.network
-        return host
+    def topology(self):
+        return dict(network=self.network)
 
     @ti.func
     def learned_acceleration(self, theta: ti.template(), b, q, w):
