@@ -336,7 +336,9 @@ def test_gradients_of_every_material_and_floor(options):
     sim.set_actions(np.random.default_rng(1).normal(0.0, 0.5, (10, 1)))
     loss = full_loss(sim, body)
     plastic = options.get("material") == "von_mises"
-    report = tisim.gradcheck(sim, loss, step=1e-4, max_entries=10, extrapolate=True,
+    # the plastic block's loss carries round-off of about 1e-14 of itself (moving when the order of a sum moves), and
+    # the yield stress moves it little: a relative step of 1e-4 gave differences noisy at 1e-6, 1e-3 at 2e-7
+    report = tisim.gradcheck(sim, loss, step=1e-3 if plastic else 1e-4, max_entries=10, extrapolate=True,
                              groups=("params",) if plastic else ("params", "initial_state", "actions"))
     assert report.worst <= 1e-6, str(report)
     if plastic:
