@@ -222,7 +222,7 @@ def neo_hookean_column_shortening(z1, z2, height, E, rho, g=9.8):
 def test_an_elastic_column_settles_at_its_compression_under_its_own_weight():
     """A column (0.3 m asked, nu = 0, E = 1e5 Pa, rho = 1000 kg/m^2) released on the floor settles (drag 20/s;
     undamped, APIC transfers keep it oscillating about its equilibrium for many periods). Its points fill whole
-    lattice rows, so the material stands 19 rows of h/2 high (0.297 m on 32 and 64 cells), and that height, not
+    lattice rows, so the material stands 0.297 m high on 32 and 64 cells (19 and 38 rows of h/2), and that height, not
     the one asked, carries the weight. Against the exact neo-Hookean answer (stiffer than linear by about 1%; the
     strain at the base is 3%), between the fifth row and the top, clear of the floor's band: measured 0.9993 on 32
     cells, 0.9989 on 64 (and 0.9994 on 96 and 128). The whole column, its lowest row in the band's reach, is softer
