@@ -65,36 +65,57 @@ def test_offscreen_window_shows_the_picture():
     assert np.abs(shown.astype(int) - picture).max() <= 2
 
 
+def start_xvfb():
+    """An Xvfb server on a display it picks itself, returned once it accepts connections: `-displayfd` writes the
+    number only when the server is ready (a fixed number could collide with a display left over, and a client
+    started at once could find no server yet)."""
+    xvfb = subprocess.Popen(["Xvfb", "-displayfd", "1", "-screen", "0", "1000x600x24"], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    number = xvfb.stdout.readline().strip()
+    if not number.isdigit():
+        xvfb.kill()
+        pytest.fail(f"Xvfb did not start (exit code {xvfb.wait()})")
+    return xvfb, ":" + number
+
+
 @needs_screen
 def test_explorer_window_on_a_virtual_display(tmp_path):
     """The adjoint explorer opens a real window on Xvfb; a screenshot shows the lambda bars and the controls."""
-    display = ":%d" % (90 + os.getpid() % 100)
-    xvfb = subprocess.Popen(["Xvfb", display, "-screen", "0", "1000x600x24"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    xvfb, display = start_xvfb()
     env = dict(os.environ, DISPLAY=display)
+    log = open(tmp_path / "demo.log", "w")
     demo = subprocess.Popen([sys.executable, str(ROOT / "demos" / "adjoint_explorer.py"), "--steps", "9"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
-    shot, found = tmp_path / "screen.png", None
+                            stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+    shot, found, seen = tmp_path / "screen.png", None, "no screenshot taken"
     try:
         deadline = time.time() + 90
         while time.time() < deadline and demo.poll() is None:
             time.sleep(1.0)
-            if subprocess.run(["import", "-display", display, "-window", "root", str(shot)],
-                              capture_output=True).returncode:
+            grab = subprocess.run(["import", "-display", display, "-window", "root", str(shot)], capture_output=True,
+                                  text=True)
+            if grab.returncode:
+                seen = f"import failed: {grab.stderr.strip()[-300:]}"
                 continue
             screen = iio.imread(shot).astype(int)
             if screen.ndim == 2:  # ImageMagick writes an all-black screen as grey levels
+                seen = "an all-black screen"
                 continue
             screen = screen[..., :3]
             bars = (np.abs(screen - ORANGE).sum(axis=2) < 30).sum()
             panel = (screen.sum(axis=2) < 120).sum() - (screen.sum(axis=2) == 0).sum()  # dark grey, not black
+            seen = f"{bars} bar pixels, {panel} panel pixels"
             if bars > 500 and panel > 5000:
                 found = (bars, panel)
                 break
     finally:
+        ended = demo.poll()
         demo.kill()
         xvfb.kill()
-    assert found, "no frame with the lambda bars and the control panel appeared within 90 s"
+        log.close()
+    said = (tmp_path / "demo.log").read_text()[-1500:]
+    assert found, (f"no frame with the lambda bars and the control panel appeared within 90 s (last look: {seen}; "
+                   f"the demo {'exited with ' + str(ended) if ended is not None else 'was still running'}; it "
+                   f"printed:\n{said})")
 
 
 @pytest.mark.perturbed
