@@ -195,6 +195,11 @@ def test_soft_throw_lands_in_the_target(tmp_path):
     r = load_demo("soft_throw").main(iterations=20, out=str(tmp_path), progress=False)
     assert r["first"]["miss_m"] > 0.2 and r["best"]["hit_wall"] and r["best"]["miss_m"] < 0.05, r["best"]
     assert json.loads((tmp_path / "soft_throw.json").read_text())["best"]["miss_m"] == r["best"]["miss_m"]
+    if "gif" in r:  # where GGUI renders: the floor in every frame of both throws (it went missing from some, until
+        import imageio.v3 as iio  # the scene gave GGUI's meshes their transform: tests/test_scene.py)
+        frames = iio.imread(r["gif"], index=None).astype(int)
+        corners = frames[:, -10, [20, frames.shape[2] // 2 + 20]].sum(axis=-1)
+        assert (corners < 740).all(), np.argwhere(corners >= 740)
 
 
 def test_mpm_walker_runs_and_reports_its_best_gait(tmp_path):

@@ -54,6 +54,32 @@ def test_the_floor_fills_the_lower_picture():
 
 
 @needs_vulkan
+def test_the_floor_survives_a_nan_left_in_ggui_instance_memory():
+    """GGUI 1.7.4 draws a plain mesh with the model matrix I (1 - 0) + M 0, M read from an instance buffer it never
+    fills: after a drawing that left NaN there, a plain mesh vanished (the floor missing from CI's pictures). A frame
+    drawn straight through GGUI with a NaN instance transform puts the NaN there; the scene's next picture still
+    shows its floor, and so does the one after."""
+    import taichi as ti
+    with scene.Scene((160, 120)) as view:
+        view.look(from_=(0.5, 0.6, 0.9), at=(0.5, 0.1, 0.3))
+        nan = ti.Matrix.field(4, 4, ti.f32, 1)
+        corners, point = ti.Vector.field(3, ti.f32, 6), ti.Vector.field(3, ti.f32, 1)
+        nan.from_numpy(np.full((1, 4, 4), np.nan, np.float32))
+        corners.from_numpy(np.array([[0, 0.1, 0], [1, 0.1, 0], [1, 0.1, 1]] * 2, np.float32))
+        point.from_numpy(np.array([[0.5, 5.0, 0.5]], np.float32))
+        poisoned = view.window.get_scene()  # laid out as the scene lays out a picture: a mesh, then its points
+        poisoned.set_camera(view.camera)
+        poisoned.point_light(pos=(1.5, 3.0, 2.5), color=(0.9, 0.9, 0.9))
+        poisoned.mesh_instance(corners, normals=corners, transforms=nan)
+        poisoned.particles(point, radius=0.01)
+        view.window.get_canvas().scene(poisoned)
+        view.window.get_image_buffer_as_numpy()
+        pictures = [view.render([[0.5, 5.0, 0.5]], RED, radius=0.01, floor=0.1) for _ in range(2)]
+    for picture in pictures:
+        assert (picture[0, 80] == 255).all() and not (picture[-1, 80] == 255).all()
+
+
+@needs_vulkan
 def test_a_3d_rollout_becomes_frames_for_a_gif(tmp_path):
     """viz.frames pictures a 3D MPM body through the scene: one frame per `every` steps, and the falling body
     changes the picture; save_gif takes them as it takes 2D frames."""

@@ -12,7 +12,6 @@ after the test suite had passed, when Taichi's program was already gone).
         scene.look(from_=(1.6, 1.0, 2.2), at=(0.5, 0.2, 0.5))
         picture = scene.render(points, colors, radius=0.005, floor=0.09)
 """
-import importlib
 import weakref
 
 import numpy as np
@@ -39,7 +38,6 @@ class Scene:
             raise RuntimeError("Scene: another scene is open; close it first (with Taichi 1.7.4's GGUI, closing a "
                                "second window aborted the process when the first drew again)")
         runtime.ensure_init()
-        zero_staging_buffers()
         try:
             self.window = ti.ui.Window(title, self.size, vsync=False, show_window=not offscreen)
         except Exception as error:  # GGUI reports a missing Vulkan device as a generic error
@@ -80,6 +78,23 @@ class Scene:
         self._fields[key].from_numpy(values)
         return self._fields[key]
 
+    def _mesh(self, scene, kind, vertices, normals, color):
+        """Triangles (3 k, 3) with their normals, lit from both sides, drawn as one instance of an identity
+        transform. GGUI 1.7.4's mesh shader computes its model matrix as I (1 - h) + M h, with h = 0 and M read
+        from an instance buffer it allocates but never fills for a plain mesh: where that memory held a NaN (left
+        by an earlier drawing), NaN * 0 put every vertex at NaN and the mesh vanished from the picture (the floor
+        missing from some frames, on some machines; tests/test_scene.py reproduces it). Given the transform, h = 1
+        and M is ours."""
+        if "identity" not in self._fields:
+            builder = ti.FieldsBuilder()
+            identity = ti.Matrix.field(4, 4, ti.f32)
+            builder.dense(ti.i, 1).place(identity)
+            self._trees.append(builder.finalize())
+            identity.from_numpy(np.eye(4, dtype=np.float32)[None])
+            self._fields["identity"] = identity
+        scene.mesh_instance(self._field(kind, vertices), normals=self._field(kind + " normals", normals),
+                            color=color, two_sided=True, transforms=self._fields["identity"])
+
     def look(self, from_=(1.2, 0.75, 1.75), at=(0.5, 0.15, 0.5)):
         """Put the camera at from_, looking at at, y up (the default sees the unit square's floor from the front
         right)."""
@@ -105,22 +120,19 @@ class Scene:
         if floor is not None:
             corners = np.array([[0.0, floor, 0.0], [1.0, floor, 0.0], [1.0, floor, 1.0], [0.0, floor, 1.0]])
             up = np.tile([0.0, 1.0, 0.0], (6, 1))  # given, not left to GGUI's normals kernel (it warns on a cast)
-            scene.mesh(self._field("floor", corners[[0, 1, 2, 0, 2, 3]]), normals=self._field("up", up),
-                       color=(0.88, 0.85, 0.78), two_sided=True)
+            self._mesh(scene, "floor", corners[[0, 1, 2, 0, 2, 3]], up, (0.88, 0.85, 0.78))
         if len(boxes):
             vertices, normals = box_triangles(boxes)
-            scene.mesh(self._field("boxes", vertices), normals=self._field("box normals", normals),
-                       color=(0.55, 0.6, 0.7), two_sided=True)
+            self._mesh(scene, "boxes", vertices, normals, (0.55, 0.6, 0.7))
         if len(spheres):
             centres = np.array([c for c, _ in spheres], dtype=float).reshape(-1, 3)
             scene.particles(self._field("spheres", centres), radius=0.0, color=(0.55, 0.6, 0.7),
                             per_vertex_radius=self._field("sphere radii", [float(r) for _, r in spheres]))
-        if mesh is not None:  # each triangle's own three vertices: an indexed mesh sometimes came out blank in GGUI
+        if mesh is not None:  # each triangle's own three vertices
             vertices, triangles = np.asarray(mesh[0], dtype=float), np.asarray(mesh[1], dtype=int)
             normals = vertex_normals(vertices, triangles)
-            scene.mesh(self._field("mesh", vertices[triangles].reshape(-1, 3)),
-                       normals=self._field("mesh normals", normals[triangles].reshape(-1, 3)),
-                       color=(0.35, 0.55, 0.8), two_sided=True)
+            self._mesh(scene, "mesh", vertices[triangles].reshape(-1, 3), normals[triangles].reshape(-1, 3),
+                       (0.35, 0.55, 0.8))
         if segments is not None and len(segments):
             scene.lines(self._field("segments", np.asarray(segments, dtype=float).reshape(-1, 3)), width=1.0,
                         color=(0.3, 0.3, 0.3))
@@ -134,26 +146,6 @@ class Scene:
         if not self.offscreen:
             self.window.show()
         return (np.transpose(buffer[:, ::-1, :3], (1, 0, 2)) * 255).round().astype(np.uint8)
-
-
-def zero_staging_buffers():
-    """Make GGUI stage each drawing in zeroed memory. Taichi 1.7.4 stages a drawing's vertices in a fresh
-    np.ndarray (uninitialized memory) and fills only the attributes the drawing has (a mesh without per-vertex
-    colours or texture coordinates leaves those slots as they were); what was left there reached the picture: here
-    the floor went missing from a different few frames of demos/soft_throw.py's GIF in every run, and with zeroed
-    buffers the GIF came out the same, byte for byte, run after run. It is not the whole story: in one CI run the
-    floor was still missing from the first two frames of that GIF, and NaN written into the buffers on purpose
-    took pixels off a triangle cut by the picture's edge but not off a floor cut the same way. Idempotent."""
-    for name in ("taichi.ui.scene", "taichi.ui.canvas"):
-        module = importlib.import_module(name)
-        stage = module.get_vbo_field_v2
-        if not getattr(stage, "zeroed", False):
-            def zeroed(vertices, stage=stage):
-                buffer = stage(vertices)
-                buffer.fill(0.0)
-                return buffer
-            zeroed.zeroed = True
-            module.get_vbo_field_v2 = zeroed
 
 
 def vertex_normals(vertices, triangles):
