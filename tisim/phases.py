@@ -238,6 +238,11 @@ class Scratchpad:
         protocol = Protocol.of(sim)
         launch, host = protocol.launch, protocol.kernels
         recomputed, kept = layout.recomputed.size, layout.kept.size
+        # a step's loops run over batch x items. Serialized on a CPU where the batch is small: their atomic adds
+        # become plain ones, and that pays (MPM 2D, 4,096 points, one element, 2 threads: a forward pass of 256
+        # steps 462 ms serialized, 708 ms parallel; its gradient 1.14 s against 2.19 s). On a GPU a serialized
+        # loop would run on one GPU thread.
+        items = serial and runtime.settings()["arch"] == "cpu"
         def run(units, t, grad=False):
             for unit, repeats in reversed(units) if grad else units:
                 if repeats == IMPLICIT:
@@ -245,10 +250,10 @@ class Scratchpad:
                         launch(run_adjoint, host, x, sim.theta, u, w, w.grad, sim.dt, t, serial, unit)
                     else:
                         launch(run_solve, host, x, sim.theta, u, w, sim.dt, t, serial, unit)
-                    launch(run_step, host, x, sim.theta, u, w, sim.dt, t, serial, unit, 0, grad=grad)
+                    launch(run_step, host, x, sim.theta, u, w, sim.dt, t, items, unit, 0, grad=grad)
                     continue
                 for r in reversed(range(repeats or 1)) if grad else range(repeats or 1):
-                    launch(run_step, host, x, sim.theta, u, w, sim.dt, t, serial, unit, r, grad=grad)
+                    launch(run_step, host, x, sim.theta, u, w, sim.dt, t, items, unit, r, grad=grad)
 
         if self.units is None:
             self.units = launch_units(host.phases), launch_units(host.phases[:-1])
