@@ -388,6 +388,31 @@ def test_every_schedule_gives_the_same_gradients():
         np.testing.assert_allclose(other, results[0], rtol=1e-12, atol=1e-12 * np.abs(results[0]).max())
 
 
+@pytest.mark.parametrize("dim", [2, 3])
+def test_the_fused_forward_takes_the_same_steps_to_the_last_bit(dim):
+    """The fused forward pass scatters and gathers per point with its 3^d cells unrolled, the per-step schedule
+    (the one the backward pass differentiates) per (point, cell) pair: the same additions in the same order, so
+    the same trajectory, bit for bit."""
+    trajectories = []
+    for per_step in (False, True):
+        sim, body = block(dim, horizon=20)
+        sim._per_step = per_step
+        spinning(sim, body)
+        trajectories.append(sim.rollout())
+    for name, fused in trajectories[0].items():
+        assert np.abs(fused[:, -1] - fused[:, 0]).max() > 1e-4, name  # every state moved
+        assert np.array_equal(fused, trajectories[1][name]), name
+
+
+@pytest.mark.parametrize("fused", [{"scatter": ("no_such_form", "n_particles")},
+                                   {"scatter": ("scatter_point", "no_such_size")}, {"nowhere": ("gather", "n_pairs")}])
+def test_a_fused_form_must_name_a_phase_a_function_and_a_size(fused):
+    class Broken(MPM):
+        FUSED = fused
+    with pytest.raises(ValueError, match="FUSED maps a plain phase"):
+        Broken(horizon=2, n_grid=GRID, body=Body.box([0.4, 0.4], [0.6, 0.6], 0.5 / GRID))
+
+
 def test_the_grid_is_not_kept_per_step():
     """The grid is recomputed in the backward pass: its scratch is one step's worth whatever the horizon."""
     widths = []

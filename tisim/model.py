@@ -80,6 +80,7 @@ class Model(Accessors):
     OPTIONS = {}
     ITEMS = None
     PHASES = ()
+    FUSED = {}
     SCRATCH = ()
 
     def topology(self):
@@ -105,6 +106,7 @@ class Model(Accessors):
         self.action_shape = self.action_layout.shapes[self.action_name]
         self.scratch_layout = ScratchLayout(self.SCRATCH, sizes)
         self.phases = phase_list(self) if self.options.get("schedule", "phased") == "phased" else []
+        self.fused_phases = phase_list(self, fused=True) if self.phases else []
 
     # ---- kernels (run on the shared model, on a simulator's arrays) ----------------------------------------------
     @ti.kernel

@@ -29,6 +29,10 @@ one adjoint solve (and the residual's adds to ybar, -(dr/dy)^T lambda, cancel it
 not read the residual, and the adjoint must see every other derivative of y, so only phases after the residual
 read y.
 
+A plain phase may name a forward-only form for the fused schedule below, FUSED = {"scatter": ("scatter_point",
+"n_particles")}: the same sums over another domain (MPM: a point with its cells unrolled, for a pair), in the same
+order, so that both schedules take the same steps to the last bit.
+
 The schedules:
 - per step (every backward pass, and every pass on a GPU): one launch per step, each phase a top-level loop over
   batch x domain (a repeated phase: a launch per repetition). Taichi puts a barrier between top-level loops, and
@@ -104,11 +108,17 @@ class ScratchLayout:
         return self.kept.size if self._layout(name) is self.kept else 0
 
 
-def phase_list(host):
+def phase_list(host, fused=False):
     """[(bound phase function, domain size, repeats, solver)] of a kernel host, for ti.static loops: repeats 0 for
     a plain phase, a count for a repeated one, IMPLICIT or RESIDUAL for an implicit phase and the residual phases
-    after it; solver (solve, adjoint) for an implicit phase, else None."""
+    after it; solver (solve, adjoint) for an implicit phase, else None. fused: with the FUSED forms in place."""
     name = type(host).__name__
+    forms = host.FUSED if fused else {}
+    for phase, (function, domain) in host.FUSED.items():
+        if phase not in [entry[0] for entry in host.PHASES if len(entry) == 2] or not hasattr(host, function) \
+                or domain not in host.sizes:
+            raise ValueError(f"{name}: FUSED maps a plain phase to (its fused form, a STRUCTURE size), got "
+                             f"{phase!r}: {(function, domain)!r}")
     if host.PHASES and len(host.PHASES[-1]) > 2:
         raise ValueError(f"{name}: the last phase writes the next state and cannot repeat or be a solve")
     phases = []
@@ -125,7 +135,8 @@ def phase_list(host):
         elif isinstance(kind, bool) or not isinstance(kind, int) or kind < 0 or (len(entry) > 2 and kind == 0):
             raise ValueError(f"{name}: phase {entry[0]!r} repeats an integer >= 1 times or is {IMPLICIT!r} or "
                              f"{RESIDUAL!r}, got {kind!r}")
-        phases.append((getattr(host, entry[0]), host.sizes[entry[1]], kind, solver))
+        function, domain = forms.get(entry[0], entry[:2])
+        phases.append((getattr(host, function), host.sizes[domain], kind, solver))
     return phases
 
 
@@ -205,7 +216,7 @@ def fused_step(host: ti.template(), x: ti.template(), theta: ti.template(), u: t
     # The phases as inner loops of the engine's one-kernel forward pass (never differentiated: see above)
     for k in range(ti.static(host.scratch_layout.recomputed.size)):
         w[b, k] = 0.0
-    for phase, size, repeats, solver in ti.static(host.phases):
+    for phase, size, repeats, solver in ti.static(host.fused_phases):
         if ti.static(repeats == IMPLICIT):
             ti.static(solver[0])(x, theta, u, w, dt, b, t)
         if ti.static(repeats in PLAIN):

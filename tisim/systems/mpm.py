@@ -253,6 +253,7 @@ class MPM(System):
                 keep=False),
     )
     PHASES = (("stress", "n_particles"), ("scatter", "n_pairs"), ("grid", "n_cells"), ("gather", "n_pairs"))
+    FUSED = {"scatter": ("scatter_point", "n_particles"), "gather": ("gather_point", "n_particles")}
     STRUCTURE = ("dim", "n_grid", "n_cells", "n_particles", "n_pairs", "n_groups", "n_actuators")
     OPTIONS = {"floor": ("sticky", "slip", "friction"), "walls": ("slip", "sticky", "friction"),
                "material": tuple(MATERIALS)}
@@ -309,6 +310,26 @@ class MPM(System):
             cell += ti.min(ti.max(base[k] + digit[k], 0), self.n_grid - 1) * self.n_grid ** k
         d = (ti.cast(digit, float) - fx) / self.n_grid
         return p, cell, weight, d, ti.select(o == 0, 1.0, 0.0)
+
+    @ti.func
+    def spline(self, x: ti.template(), b, t, p):
+        """Point p's stencil: its lower corner cell (digits), the offset fx from it in cells, and the quadratic
+        B-spline's three weights per axis (vectors over the axes), as pair() computes them."""
+        q = self.state(x, "pos", b, t, p) * self.n_grid
+        base = ti.cast(q - 0.5, ti.i32)
+        fx = q - ti.cast(base, float)
+        return base, fx, 0.5 * (1.5 - fx) ** 2, 0.75 - (fx - 1.0) ** 2, 0.5 * (fx - 0.5) ** 2
+
+    @ti.func
+    def corner(self, base, fx, w0, w1, w2, o: ti.template()):
+        """(cell index, weight, x_cell - x_p) of point's stencil cell o (a compile-time number), as pair()."""
+        weight, cell = 1.0, 0
+        for k in ti.static(range(self.dim)):
+            digit = ti.static((o // 3 ** k) % 3)
+            weight *= (w0, w1, w2)[digit][k]
+            cell += ti.min(ti.max(base[k] + digit, 0), self.n_grid - 1) * self.n_grid ** k
+        digits = ti.Vector([ti.static((o // 3 ** k) % 3) for k in ti.static(range(self.dim))], dt=float)
+        return cell, weight, (digits - fx) / self.n_grid
 
     @ti.func
     def against(self, c, vk, k: ti.template(), high: ti.template()):
@@ -403,3 +424,36 @@ class MPM(System):
         self.advance(x, "C", b, t, p, (4.0 * self.n_grid ** 2) * v.outer_product(d))
         self.advance(x, "pos", b, t, p, first * self.state(x, "pos", b, t, p) + dt * v)
         self.advance(x, "F", b, t, p, first * self.scratch(w, "deformation", b, t, p))
+
+    # ---- the fused forward's forms of scatter and gather (tisim/phases.py, FUSED) ------------------------------
+    # Per point, its 3^d cells unrolled: the weights computed once a point and its sums kept in registers, in the
+    # order of the pairs (the same additions, so the same trajectory as the per-pair phases). Forward only: in
+    # reverse mode the unrolled 3D form took minutes to compile, so the backward pass differentiates the pairs.
+    @ti.func
+    def scatter_point(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, p):
+        base, fx, w0, w1, w2 = self.spline(x, b, t, p)
+        m, vel, affine = self.mass(theta, b, p), self.state(x, "vel", b, t, p), self.scratch(w, "affine", b, t, p)
+        for o in ti.static(range(3 ** self.dim)):
+            cell, weight, d = self.corner(base, fx, w0, w1, w2, o)
+            self.accumulate(w, "grid_mass", b, t, cell, weight * m)
+            self.accumulate(w, "grid_momentum", b, t, cell, weight * (m * vel + affine @ d))
+
+    @ti.func
+    def gather_point(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, p):
+        base, fx, w0, w1, w2 = self.spline(x, b, t, p)
+        damping = ti.exp(-dt * self.param(theta, "drag", b, 0))
+        vel, C = ti.Vector.zero(float, self.dim), ti.Matrix.zero(float, self.dim, self.dim)
+        pos = ti.Vector.zero(float, self.dim)
+        for o in ti.static(range(3 ** self.dim)):
+            cell, weight, d = self.corner(base, fx, w0, w1, w2, o)
+            v = weight * damping * self.scratch(w, "grid_velocity", b, t, cell)
+            vel += v
+            C += (4.0 * self.n_grid ** 2) * v.outer_product(d)
+            if ti.static(o == 0):
+                pos += self.state(x, "pos", b, t, p) + dt * v
+            else:
+                pos += dt * v
+        self.advance(x, "vel", b, t, p, vel)
+        self.advance(x, "C", b, t, p, C)
+        self.advance(x, "pos", b, t, p, pos)
+        self.advance(x, "F", b, t, p, self.scratch(w, "deformation", b, t, p))
