@@ -251,9 +251,10 @@ def test_a_step_splits_into_launches_around_its_repeated_phases():
     (the one that writes the next state) is refused, naming the class."""
     from tisim.phases import launch_units, phase_list
     plain, sweep = (None, 4, 0, None), (None, 4, 16, None)
-    assert launch_units([plain, plain, sweep, plain]) == [((0, 2), 0), ((2, 3), 16), ((3, 4), 0)]
-    assert launch_units([sweep, sweep, plain]) == [((0, 1), 16), ((1, 2), 16), ((2, 3), 0)]
-    assert launch_units([plain]) == [((0, 1), 0)]
+    assert launch_units([plain, plain, sweep, plain]) == [((0, 2, False), 0), ((2, 3, False), 16), ((3, 4, False), 0)]
+    assert launch_units([sweep, sweep, plain]) == [((0, 1, False), 16), ((1, 2, False), 16), ((2, 3, False), 0)]
+    assert launch_units([plain]) == [((0, 1, False), 0)]
+    assert launch_units([plain], fused=True) == [((0, 1, True), 0)]
 
     class Looping:
         PHASES = (("touch", "n"), ("sweep", "n", 8))
@@ -267,8 +268,9 @@ def test_an_implicit_phase_is_one_launch_unit_with_its_residual_phases_and_needs
     adjoint, and a repeat count that is not a positive integer are refused by name."""
     from tisim.phases import IMPLICIT, RESIDUAL, launch_units, phase_list
     plain, solve, residual = (None, 4, 0, None), (None, 4, IMPLICIT, (None, None)), (None, 4, RESIDUAL, None)
-    assert launch_units([plain, solve, residual, plain, plain]) == [((0, 1), 0), ((1, 3), IMPLICIT), ((3, 5), 0)]
-    assert launch_units([solve, plain]) == [((0, 1), IMPLICIT), ((1, 2), 0)]
+    assert launch_units([plain, solve, residual, plain, plain]) == \
+        [((0, 1, False), 0), ((1, 3, False), IMPLICIT), ((3, 5, False), 0)]
+    assert launch_units([solve, plain]) == [((0, 1, False), IMPLICIT), ((1, 2, False), 0)]
 
     class Host:
         sizes = {"n": 4}

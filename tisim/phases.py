@@ -113,8 +113,9 @@ def phase_list(host, fused=False):
     a plain phase, a count for a repeated one, IMPLICIT or RESIDUAL for an implicit phase and the residual phases
     after it; solver (solve, adjoint) for an implicit phase, else None. fused: with the FUSED forms in place."""
     name = type(host).__name__
-    forms = host.FUSED if fused else {}
-    for phase, (function, domain) in host.FUSED.items():
+    declared = getattr(host, "FUSED", {})
+    forms = declared if fused else {}
+    for phase, (function, domain) in declared.items():
         if phase not in [entry[0] for entry in host.PHASES if len(entry) == 2] or not hasattr(host, function) \
                 or domain not in host.sizes:
             raise ValueError(f"{name}: FUSED maps a plain phase to (its fused form, a STRUCTURE size), got "
@@ -140,24 +141,30 @@ def phase_list(host, fused=False):
     return phases
 
 
-def launch_units(phases):
-    """The per-step schedule's launches of a step: ((first, last), repeats) for phases[first:last], a run of plain
-    phases in one kernel (repeats 0), one repeated phase, a launch per repetition, or one implicit phase (repeats
-    IMPLICIT: its solve, then its residual phases; backwards, its adjoint, then the residual's gradient)."""
+def launch_units(phases, fused=False):
+    """The per-step schedule's launches of a step: ((first, last, fused), repeats) for phases[first:last], a run of
+    plain phases in one kernel (repeats 0), one repeated phase, a launch per repetition, or one implicit phase
+    (repeats IMPLICIT: its solve, then its residual phases; backwards, its adjoint, then the residual's gradient).
+    fused: the launches run the phases' FUSED forms (never differentiated: the backward pass's refill)."""
     units, first = [], 0
     for k, (_, _, repeats, _) in enumerate(phases):
         if repeats == RESIDUAL:  # joins the implicit unit before it
-            (start, _), kind = units[-1]
-            units[-1] = ((start, k + 1), kind)
+            (start, _, _), kind = units[-1]
+            units[-1] = ((start, k + 1, fused), kind)
             first = k + 1
         elif repeats:
             if first < k:
-                units.append(((first, k), 0))
-            units.append(((k, k + 1), repeats))
+                units.append(((first, k, fused), 0))
+            units.append(((k, k + 1, fused), repeats))
             first = k + 1
     if first < len(phases):
-        units.append(((first, len(phases)), 0))
+        units.append(((first, len(phases), fused), 0))
     return units
+
+
+def unit_phases(host, unit):
+    """The phases a launch unit runs (in Python, at compile time), in their FUSED forms where it says so."""
+    return (host.fused_phases if unit[2] else host.phases)[unit[0]:unit[1]]
 
 
 @ti.kernel
@@ -166,7 +173,7 @@ def run_step(host: ti.template(), x: ti.types.ndarray(ndim=3), theta: ti.types.n
              unit: ti.template(), r: ti.i32):
     # phases unit[0]..unit[1]-1 of step t, each a top-level loop; r: the repetition, for a repeated phase. unit is a
     # tuple kept from call to call: a number as a template would keep launch.Launches from binding the call
-    for phase, size, repeats, _ in ti.static(host.phases[unit[0]:unit[1]]):
+    for phase, size, repeats, _ in ti.static(unit_phases(host, unit)):
         ti.loop_config(serialize=serial)
         for b, i in ti.ndrange(x.shape[0], size):
             if ti.static(repeats in PLAIN):
@@ -267,7 +274,7 @@ class Scratchpad:
                     launch(run_step, host, x, sim.theta, u, w, sim.dt, t, items, unit, r, grad=grad)
 
         if self.units is None:
-            self.units = launch_units(host.phases), launch_units(host.phases[:-1])
+            self.units = launch_units(host.phases), launch_units(host.phases[:-1], fused=True)
         whole, refill = self.units
         if not grad:
             launch(clear, w, w.grad, recomputed, kept, t0, t1, serial)
