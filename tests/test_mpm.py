@@ -388,6 +388,42 @@ def test_every_schedule_gives_the_same_gradients():
         np.testing.assert_allclose(other, results[0], rtol=1e-12, atol=1e-12 * np.abs(results[0]).max())
 
 
+class TaichiReverse(MPM):
+    """MPM with Taichi's reverse mode of the per-pair scatter and gather in place of the hand-written reverses."""
+    ADJOINTS = {}
+
+
+@pytest.mark.parametrize("dim, options", [(2, {}), (3, {}), (2, dict(floor="friction", walls="friction"))],
+                         ids=["2d", "3d", "2d-friction"])
+def test_the_hand_written_reverses_are_taichis_reverse_mode(dim, options):
+    """The backward pass runs scatter's and gather's hand-written reverses (a point's cells unrolled); Taichi's
+    reverse mode of the per-pair phases gives the same gradients, in every group, to 1e-12 in float64: on a spinning,
+    actuated, damped block that slides onto the floor, with a target on every state."""
+    gradients = []
+    for cls in (MPM, TaichiReverse):
+        body = Body.box([0.35] + [BAND / GRID] * (dim - 1), [0.65] + [BAND / GRID + 0.3] * (dim - 1), 0.5 / GRID)
+        body.actuators[: len(body.particles) // 2] = 0
+        sim = cls(horizon=10, body=body, n_grid=GRID, actuation=2000.0, drag=0.5, mu=0.3, **options)
+        spinning(sim, body)
+        sim.set_initial_state(vel=sim.initial_state["vel"][0] + np.array([0.5, -0.5, 0.0])[:dim])
+        sim.set_actions(np.random.default_rng(1).normal(0.0, 0.5, (10, 1)))
+        gradients.append(sim.gradient(full_loss(sim, body)))
+    ours, taichis = gradients
+    # the parameters as relative sensitivities theta dL/dtheta, on one scale: dL/drho sums terms that cancel to 1e-3
+    # of themselves, and the two orders of summation leave 1e-12 of it in 3D
+    values = sim.params
+    sensitivity = {name: values[name] * g for name, g in taichis.params.items()}
+    scale = max(np.abs(v).max() for v in sensitivity.values())
+    for name, g in ours.params.items():
+        assert np.abs(sensitivity[name]).max() > 0 or name == "yield_stress" or (name == "mu" and not options), name
+        np.testing.assert_allclose(values[name] * g, sensitivity[name], rtol=1e-12, atol=1e-12 * scale, err_msg=name)
+    for name, value in taichis.initial_state.items():
+        np.testing.assert_allclose(ours.initial_state[name], value, rtol=1e-12, atol=1e-12 * np.abs(value).max(),
+                                   err_msg=name)
+    np.testing.assert_allclose(ours.actions, taichis.actions, rtol=1e-12, atol=1e-12 * np.abs(taichis.actions).max())
+    assert abs(taichis.params["drag"][0]) > 0
+
+
 @pytest.mark.parametrize("dim", [2, 3])
 def test_the_fused_forward_takes_the_same_steps_to_the_last_bit(dim):
     """The fused forward pass scatters and gathers per point with its 3^d cells unrolled, the per-step schedule
@@ -404,12 +440,13 @@ def test_the_fused_forward_takes_the_same_steps_to_the_last_bit(dim):
         assert np.array_equal(fused, trajectories[1][name]), name
 
 
-@pytest.mark.parametrize("fused", [{"scatter": ("no_such_form", "n_particles")},
-                                   {"scatter": ("scatter_point", "no_such_size")}, {"nowhere": ("gather", "n_pairs")}])
-def test_a_fused_form_must_name_a_phase_a_function_and_a_size(fused):
-    class Broken(MPM):
-        FUSED = fused
-    with pytest.raises(ValueError, match="FUSED maps a plain phase"):
+@pytest.mark.parametrize("attribute, forms", [
+    ("FUSED", {"scatter": ("no_such_form", "n_particles")}), ("FUSED", {"scatter": ("scatter_point", "no_such_size")}),
+    ("FUSED", {"nowhere": ("gather", "n_pairs")}), ("ADJOINTS", {"gather": ("no_such_reverse", "n_particles")}),
+    ("ADJOINTS", {"stress": ("gather_adjoint", "n_cells_")})])
+def test_a_phase_form_must_name_a_phase_a_function_and_a_size(attribute, forms):
+    Broken = type("Broken", (MPM,), {attribute: forms})
+    with pytest.raises(ValueError, match=f"Broken: {attribute} maps a plain phase"):
         Broken(horizon=2, n_grid=GRID, body=Body.box([0.4, 0.4], [0.6, 0.6], 0.5 / GRID))
 
 

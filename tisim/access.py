@@ -91,6 +91,18 @@ class Accessors:
         add3(x, b, t + 1, offset + i * width, shape, value)
 
     @ti.func
+    def add_state(self, x: ti.template(), name: ti.template(), b, t, i, value):
+        """Add `value` into item i of state `name` at step t itself (a hand-written reverse's x_grad[t])."""
+        offset, width, shape = ti.static(entry_shape(self.state_layout, name))
+        add3(x, b, t, offset + i * width, shape, value)
+
+    @ti.func
+    def add_param(self, theta: ti.template(), name: ti.template(), b, i, value):
+        """Add `value` into item i of parameter `name` (a hand-written reverse's theta_grad)."""
+        offset, width, shape = ti.static(entry_shape(self.param_layout, name))
+        add2(theta, b, offset + i * width, shape, value)
+
+    @ti.func
     def param(self, theta: ti.template(), name: ti.template(), b, i):
         """Item i of parameter `name` (i = 0 for a global parameter)."""
         offset, width, shape = ti.static(entry_shape(self.param_layout, name))

@@ -81,6 +81,7 @@ class Model(Accessors):
     ITEMS = None
     PHASES = ()
     FUSED = {}
+    ADJOINTS = {}
     SCRATCH = ()
 
     def topology(self):

@@ -33,6 +33,13 @@ A plain phase may name a forward-only form for the fused schedule below, FUSED =
 "n_particles")}: the same sums over another domain (MPM: a point with its cells unrolled, for a pair), in the same
 order, so that both schedules take the same steps to the last bit.
 
+A plain phase may have a hand-written reverse, ADJOINTS = {"gather": ("gather_adjoint", "n_particles")}:
+``gather_adjoint(self, x, theta, u, w, x_grad, theta_grad, u_grad, w_grad, dt, b, t, i)``, never differentiated,
+over its own domain, reads the derivatives of what the phase wrote (x_grad at t + 1, w_grad of its scratch) and
+adds the derivatives of what it read (x_grad at t, theta_grad, u_grad, w_grad), with the accessors' add_state,
+add_param and accumulate. The backward pass runs it in place of Taichi's reverse of the phase (MPM: a point's
+3^d cells unrolled, where Taichi's reverse mode of the unrolled form took minutes to compile).
+
 The schedules:
 - per step (every backward pass, and every pass on a GPU): one launch per step, each phase a top-level loop over
   batch x domain (a repeated phase: a launch per repetition). Taichi puts a barrier between top-level loops, and
@@ -60,7 +67,8 @@ from tisim.quantities import Layout, near_miss
 SCHEDULES = ("items", "phased")
 IMPLICIT = "implicit"  # a PHASES entry's third field: a solve with an adjoint (above)
 RESIDUAL = "residual"  # ... a further phase of the residual of the implicit phase before it
-PLAIN = (0, IMPLICIT, RESIDUAL)  # the kinds of phase that run once a step, one item each
+ADJOINT = "adjoint"  # a plain phase with a hand-written reverse (ADJOINTS, above)
+PLAIN = (0, IMPLICIT, RESIDUAL, ADJOINT)  # the kinds of phase that run once a step, one item each
 
 
 def schedule_option(cls, schedule):
@@ -111,7 +119,8 @@ class ScratchLayout:
 def phase_list(host, fused=False):
     """[(bound phase function, domain size, repeats, solver)] of a kernel host, for ti.static loops: repeats 0 for
     a plain phase, a count for a repeated one, IMPLICIT or RESIDUAL for an implicit phase and the residual phases
-    after it; solver (solve, adjoint) for an implicit phase, else None. fused: with the FUSED forms in place."""
+    after it, ADJOINT for a phase with a hand-written reverse; solver (solve, adjoint) for an implicit phase,
+    (reverse, its domain size) for ADJOINT, else None. fused: with the FUSED forms in place."""
     name = type(host).__name__
     declared = getattr(host, "FUSED", {})
     forms = declared if fused else {}
@@ -120,6 +129,12 @@ def phase_list(host, fused=False):
                 or domain not in host.sizes:
             raise ValueError(f"{name}: FUSED maps a plain phase to (its fused form, a STRUCTURE size), got "
                              f"{phase!r}: {(function, domain)!r}")
+    adjoints = getattr(host, "ADJOINTS", {})
+    for phase, (function, domain) in adjoints.items():
+        if phase not in [entry[0] for entry in host.PHASES if len(entry) == 2] or not hasattr(host, function) \
+                or domain not in host.sizes:
+            raise ValueError(f"{name}: ADJOINTS maps a plain phase to (its hand-written reverse, a STRUCTURE size), "
+                             f"got {phase!r}: {(function, domain)!r}")
     if host.PHASES and len(host.PHASES[-1]) > 2:
         raise ValueError(f"{name}: the last phase writes the next state and cannot repeat or be a solve")
     phases = []
@@ -136,6 +151,9 @@ def phase_list(host, fused=False):
         elif isinstance(kind, bool) or not isinstance(kind, int) or kind < 0 or (len(entry) > 2 and kind == 0):
             raise ValueError(f"{name}: phase {entry[0]!r} repeats an integer >= 1 times or is {IMPLICIT!r} or "
                              f"{RESIDUAL!r}, got {kind!r}")
+        if entry[0] in adjoints:
+            reverse, domain = adjoints[entry[0]]
+            kind, solver = ADJOINT, (getattr(host, reverse), host.sizes[domain])
         function, domain = forms.get(entry[0], entry[:2])
         phases.append((getattr(host, function), host.sizes[domain], kind, solver))
     return phases
@@ -143,16 +161,17 @@ def phase_list(host, fused=False):
 
 def launch_units(phases, fused=False):
     """The per-step schedule's launches of a step: ((first, last, fused), repeats) for phases[first:last], a run of
-    plain phases in one kernel (repeats 0), one repeated phase, a launch per repetition, or one implicit phase
-    (repeats IMPLICIT: its solve, then its residual phases; backwards, its adjoint, then the residual's gradient).
-    fused: the launches run the phases' FUSED forms (never differentiated: the backward pass's refill)."""
+    plain phases in one kernel (repeats 0), one repeated phase, a launch per repetition, one implicit phase
+    (repeats IMPLICIT: its solve, then its residual phases; backwards, its adjoint, then the residual's gradient),
+    or a phase with a hand-written reverse (repeats ADJOINT: backwards, that reverse). fused: the launches run the
+    phases' FUSED forms (never differentiated: the backward pass's refill)."""
     units, first = [], 0
     for k, (_, _, repeats, _) in enumerate(phases):
         if repeats == RESIDUAL:  # joins the implicit unit before it
             (start, _, _), kind = units[-1]
             units[-1] = ((start, k + 1, fused), kind)
             first = k + 1
-        elif repeats:
+        elif repeats:  # a count, IMPLICIT or ADJOINT: a unit of its own
             if first < k:
                 units.append(((first, k, fused), 0))
             units.append(((k, k + 1, fused), repeats))
@@ -180,6 +199,17 @@ def run_step(host: ti.template(), x: ti.types.ndarray(ndim=3), theta: ti.types.n
                 phase(x, theta, u, w, dt, b, t, i)
             else:
                 phase(x, theta, u, w, dt, b, t, i, r)
+
+
+@ti.kernel
+def run_reverse(host: ti.template(), x: ti.types.ndarray(ndim=3), x_grad: ti.types.ndarray(ndim=3),
+                theta: ti.types.ndarray(ndim=2), theta_grad: ti.types.ndarray(ndim=2), u: ti.types.ndarray(ndim=3),
+                u_grad: ti.types.ndarray(ndim=3), w: ti.types.ndarray(ndim=2), w_grad: ti.types.ndarray(ndim=2),
+                dt: float, t: ti.i32, serial: ti.template(), unit: ti.template()):
+    # the hand-written reverse of phase unit[0] at step t over its own domain (never differentiated)
+    ti.loop_config(serialize=serial)
+    for b, i in ti.ndrange(x.shape[0], ti.static(host.phases[unit[0]][3][1])):
+        ti.static(host.phases[unit[0]][3][0])(x, theta, u, w, x_grad, theta_grad, u_grad, w_grad, dt, b, t, i)
 
 
 @ti.kernel
@@ -270,7 +300,12 @@ class Scratchpad:
                         launch(run_solve, host, x, sim.theta, u, w, sim.dt, t, serial, unit)
                     launch(run_step, host, x, sim.theta, u, w, sim.dt, t, items, unit, 0, grad=grad)
                     continue
-                for r in reversed(range(repeats or 1)) if grad else range(repeats or 1):
+                if repeats == ADJOINT and grad:
+                    launch(run_reverse, host, x, x.grad, sim.theta, sim.theta.grad, u, u.grad, w, w.grad, sim.dt, t,
+                           items, unit)
+                    continue
+                runs = 1 if repeats in PLAIN else repeats
+                for r in reversed(range(runs)) if grad else range(runs):
                     launch(run_step, host, x, sim.theta, u, w, sim.dt, t, items, unit, r, grad=grad)
 
         if self.units is None:

@@ -254,6 +254,7 @@ class MPM(System):
     )
     PHASES = (("stress", "n_particles"), ("scatter", "n_pairs"), ("grid", "n_cells"), ("gather", "n_pairs"))
     FUSED = {"scatter": ("scatter_point", "n_particles"), "gather": ("gather_point", "n_particles")}
+    ADJOINTS = {"scatter": ("scatter_adjoint", "n_particles"), "gather": ("gather_adjoint", "n_particles")}
     STRUCTURE = ("dim", "n_grid", "n_cells", "n_particles", "n_pairs", "n_groups", "n_actuators")
     OPTIONS = {"floor": ("sticky", "slip", "friction"), "walls": ("slip", "sticky", "friction"),
                "material": tuple(MATERIALS)}
@@ -457,3 +458,61 @@ class MPM(System):
         self.advance(x, "C", b, t, p, C)
         self.advance(x, "pos", b, t, p, pos)
         self.advance(x, "F", b, t, p, self.scratch(w, "deformation", b, t, p))
+
+    # ---- the hand-written reverses of scatter and gather (tisim/phases.py, ADJOINTS) ---------------------------
+    # Per point with its cells unrolled, as the fused forms. With q = n x_p and fx = q - floor(q - 1/2), a cell's
+    # weight is N_d0(fx_0) N_d1(fx_1) ... and its offset d = (digits - fx) / n, so dd/dx_p = -I and
+    # dw/dx_p,k = n N'_dk(fx_k) times the other axes' factors (N0' = fx - 1.5, N1' = -2 (fx - 1), N2' = fx - 0.5).
+    @ti.func
+    def weight_gradient(self, fx, w0, w1, w2, o: ti.template()):
+        """dw/dx_p of point's stencil cell o (a compile-time number)."""
+        slopes = (fx - 1.5, -2.0 * (fx - 1.0), fx - 0.5)
+        gradient = ti.Vector.zero(float, self.dim)
+        for k in ti.static(range(self.dim)):
+            factor = 1.0 * self.n_grid
+            for j in ti.static(range(self.dim)):
+                digit = ti.static((o // 3 ** j) % 3)
+                factor *= slopes[digit][j] if ti.static(j == k) else (w0, w1, w2)[digit][j]
+            gradient[k] = factor
+        return gradient
+
+    @ti.func
+    def scatter_adjoint(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(),
+                        xg: ti.template(), theta_g: ti.template(), ug: ti.template(), wg: ti.template(), dt, b, t, p):
+        base, fx, w0, w1, w2 = self.spline(x, b, t, p)
+        m, vel, affine = self.mass(theta, b, p), self.state(x, "vel", b, t, p), self.scratch(w, "affine", b, t, p)
+        m_bar, vel_bar = 0.0, ti.Vector.zero(float, self.dim)
+        x_bar, affine_bar = ti.Vector.zero(float, self.dim), ti.Matrix.zero(float, self.dim, self.dim)
+        for o in ti.static(range(3 ** self.dim)):
+            cell, weight, d = self.corner(base, fx, w0, w1, w2, o)
+            mass_bar, momentum_bar = self.scratch(wg, "grid_mass", b, t, cell), \
+                self.scratch(wg, "grid_momentum", b, t, cell)
+            weight_bar = mass_bar * m + momentum_bar.dot(m * vel + affine @ d)
+            m_bar += weight * (mass_bar + momentum_bar.dot(vel))
+            vel_bar += weight * m * momentum_bar
+            affine_bar += weight * momentum_bar.outer_product(d)
+            x_bar += weight_bar * self.weight_gradient(fx, w0, w1, w2, o) - weight * (affine.transpose() @ momentum_bar)
+        self.add_state(xg, "pos", b, t, p, x_bar)
+        self.add_state(xg, "vel", b, t, p, vel_bar)
+        self.accumulate(wg, "affine", b, t, p, affine_bar)
+        self.add_param(theta_g, "rho", b, self.group_of[p], m_bar * self.volume)
+
+    @ti.func
+    def gather_adjoint(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(),
+                       xg: ti.template(), theta_g: ti.template(), ug: ti.template(), wg: ti.template(), dt, b, t, p):
+        base, fx, w0, w1, w2 = self.spline(x, b, t, p)
+        damping = ti.exp(-dt * self.param(theta, "drag", b, 0))
+        vel_bar, C_bar = self.state(xg, "vel", b, t + 1, p), self.state(xg, "C", b, t + 1, p)
+        pos_bar = self.state(xg, "pos", b, t + 1, p)
+        x_bar, damping_bar = pos_bar, 0.0
+        for o in ti.static(range(3 ** self.dim)):
+            cell, weight, d = self.corner(base, fx, w0, w1, w2, o)
+            grid_v = self.scratch(w, "grid_velocity", b, t, cell)
+            v_bar = vel_bar + dt * pos_bar + (4.0 * self.n_grid ** 2) * (C_bar @ d)
+            d_bar = (4.0 * self.n_grid ** 2) * weight * damping * (C_bar.transpose() @ grid_v)
+            self.accumulate(wg, "grid_velocity", b, t, cell, weight * damping * v_bar)
+            damping_bar += weight * grid_v.dot(v_bar)
+            x_bar += damping * grid_v.dot(v_bar) * self.weight_gradient(fx, w0, w1, w2, o) - d_bar
+        self.add_state(xg, "pos", b, t, p, x_bar)
+        self.add_param(theta_g, "drag", b, 0, -dt * damping * damping_bar)
+        self.accumulate(wg, "deformation", b, t, p, self.state(xg, "F", b, t + 1, p))
