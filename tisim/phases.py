@@ -57,6 +57,8 @@ earlier phases on x[t] to refill it.
 Layout of w, shape (B, R + rows K): the recomputed scratch first (R entries), then one row of K kept entries per
 step of the arrays it serves (the full horizon, or one checkpointed segment).
 """
+import os
+
 import taichi as ti
 
 from tisim import runtime
@@ -69,6 +71,7 @@ IMPLICIT = "implicit"  # a PHASES entry's third field: a solve with an adjoint (
 RESIDUAL = "residual"  # ... a further phase of the residual of the implicit phase before it
 ADJOINT = "adjoint"  # a plain phase with a hand-written reverse (ADJOINTS, above)
 PLAIN = (0, IMPLICIT, RESIDUAL, ADJOINT)  # the kinds of phase that run once a step, one item each
+SERIAL_THREADS = 4  # a CPU of up to this many threads runs a step's item loops serialized (Scratchpad.steps)
 
 
 def schedule_option(cls, schedule):
@@ -286,11 +289,15 @@ class Scratchpad:
         protocol = Protocol.of(sim)
         launch, host = protocol.launch, protocol.kernels
         recomputed, kept = layout.recomputed.size, layout.kept.size
-        # a step's loops run over batch x items. Serialized on a CPU where the batch is small: their atomic adds
-        # become plain ones, and that pays (MPM 2D, 4,096 points, one element, 2 threads: a forward pass of 256
-        # steps 462 ms serialized, 708 ms parallel; its gradient 1.14 s against 2.19 s). On a GPU a serialized
-        # loop would run on one GPU thread.
-        items = serial and runtime.settings()["arch"] == "cpu"
+        # a step's loops run over batch x items, adding into shared entries (a grid cell, a particle's force), which
+        # in a parallel loop are atomic adds. On a CPU of up to SERIAL_THREADS they run serialized, where adds are
+        # plain: measured on 2 threads, every batch ran faster so (MPM 2D, 4,096 points, one element: a forward
+        # pass of 256 steps 462 ms serialized, 708 ms parallel; 338 points, 200 steps, gradient at batch 3, 8, 64:
+        # 103 / 241, 260 / 445, 2,038 / 2,302 ms; 3D batch 3: 471 / 754; MassSpring's worm, phased, batch 600:
+        # 816 / 1,117), about 1.4-2.3x, so atomics cost 3-5x a plain add and more threads than that may pay. On
+        # a GPU a serialized loop would run on one GPU thread.
+        threads = runtime.settings()["threads"] or os.cpu_count() or 1
+        items = runtime.settings()["arch"] == "cpu" and (serial or threads <= SERIAL_THREADS)
         def run(units, t, grad=False):
             for unit, repeats in reversed(units) if grad else units:
                 if repeats == IMPLICIT:
