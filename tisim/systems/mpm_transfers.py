@@ -1,0 +1,175 @@
+"""MPM's transfers between the points and the grid (tisim/systems/mpm.py's scatter and gather phases), in their
+three forms:
+
+- per (point, cell) pair, the phases themselves: a single loop each, what the per-step schedule runs forward and
+  what Taichi could differentiate (the reverse mode of a point's 27 cells unrolled took minutes to compile in 3D);
+- per point with its 3^d cells unrolled, the fused forward's forms (FUSED): the weights computed once a point and
+  its sums kept in registers, the pairs' additions in their order, so the same trajectory to the last bit;
+- the hand-written reverses of scatter and gather (ADJOINTS), per point, which the backward pass runs in place of
+  Taichi's reverse mode of the pairs (tests/test_mpm.py compares the two to 1e-12).
+
+A point's weights: with q = n x_p and fx = q - floor(q - 1/2), the cell with digits (d_0, d_1, ...) in base 3 from
+the stencil's lower corner weighs N_d0(fx_0) N_d1(fx_1) ..., with N0 = (1.5 - f)^2 / 2, N1 = 0.75 - (f - 1)^2 and
+N2 = (f - 0.5)^2 / 2, and lies at d = (digits - fx) / n from the point.
+"""
+import taichi as ti
+
+
+class Transfers:
+    """Mixin of MPM: the scatter and gather phases and their fused and reverse forms (read the model's n_grid, dim,
+    accessors and mass)."""
+
+    FUSED = {"scatter": ("scatter_point", "n_particles"), "gather": ("gather_point", "n_particles")}
+    ADJOINTS = {"scatter": ("scatter_adjoint", "n_particles"), "gather": ("gather_adjoint", "n_particles")}
+
+    # A stencil item i is one (point, cell) pair: point i // 3^d and the cell whose digits in base 3 are i % 3^d,
+    # relative to the lower corner of the point's stencil. Looping over pairs, not over points with an unrolled
+    # loop over their 3^d cells inside, keeps every phase a single loop: a 3D kernel unrolled over 27 cells took
+    # 5 minutes to compile in reverse mode.
+    @ti.func
+    def pair(self, x: ti.template(), b, t, i):
+        """(point p, its stencil's cell index, B-spline weight, x_cell - x_p, last): last = 1 for the pair whose
+        cell is the stencil's upper corner, the point's last pair (one pair per point, where per-point terms are
+        added once)."""
+        p, o = i // 3 ** self.dim, i % 3 ** self.dim
+        q = self.state(x, "pos", b, t, p) * self.n_grid
+        base = ti.cast(q - 0.5, ti.i32)
+        fx = q - ti.cast(base, float)
+        digit = ti.Vector([(o // 3 ** k) % 3 for k in ti.static(range(self.dim))])
+        weight, cell = 1.0, 0
+        for k in ti.static(range(self.dim)):
+            f = fx[k]
+            weight *= ti.select(digit[k] == 0, 0.5 * (1.5 - f) ** 2,
+                                ti.select(digit[k] == 1, 0.75 - (f - 1.0) ** 2, 0.5 * (f - 0.5) ** 2))
+            cell += ti.min(ti.max(base[k] + digit[k], 0), self.n_grid - 1) * self.n_grid ** k
+        d = (ti.cast(digit, float) - fx) / self.n_grid
+        return p, cell, weight, d, ti.select(o == 3 ** self.dim - 1, 1.0, 0.0)
+
+    @ti.func
+    def spline(self, x: ti.template(), b, t, p):
+        """Point p's stencil: its lower corner cell (digits), the offset fx from it in cells, and the quadratic
+        B-spline's three weights per axis (vectors over the axes), as pair() computes them."""
+        q = self.state(x, "pos", b, t, p) * self.n_grid
+        base = ti.cast(q - 0.5, ti.i32)
+        fx = q - ti.cast(base, float)
+        return base, fx, 0.5 * (1.5 - fx) ** 2, 0.75 - (fx - 1.0) ** 2, 0.5 * (fx - 0.5) ** 2
+
+    @ti.func
+    def corner(self, base, fx, w0, w1, w2, o: ti.template()):
+        """(cell index, weight, x_cell - x_p) of point's stencil cell o (a compile-time number), as pair()."""
+        weight, cell = 1.0, 0
+        for k in ti.static(range(self.dim)):
+            digit = ti.static((o // 3 ** k) % 3)
+            weight *= (w0, w1, w2)[digit][k]
+            cell += ti.min(ti.max(base[k] + digit, 0), self.n_grid - 1) * self.n_grid ** k
+        digits = ti.Vector([ti.static((o // 3 ** k) % 3) for k in ti.static(range(self.dim))], dt=float)
+        return cell, weight, (digits - fx) / self.n_grid
+
+
+    @ti.func
+    def scatter(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, i):
+        p, cell, weight, d, _ = self.pair(x, b, t, i)
+        m = self.mass(theta, b, p)
+        self.accumulate(w, "grid_mass", b, t, cell, weight * m)
+        momentum = m * self.state(x, "vel", b, t, p) + self.scratch(w, "affine", b, t, p) @ d
+        self.accumulate(w, "grid_momentum", b, t, cell, weight * momentum)
+
+    @ti.func
+    def gather(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, i):
+        p, cell, weight, d, last = self.pair(x, b, t, i)
+        v = weight * ti.exp(-dt * self.param(theta, "drag", b, 0)) * self.scratch(w, "grid_velocity", b, t, cell)
+        self.advance(x, "vel", b, t, p, v)
+        self.advance(x, "C", b, t, p, (4.0 * self.n_grid ** 2) * v.outer_product(d))
+        # x_p after the increments (two adds): added first, x_p ~ 0.5 rounded the small increments of a slow motion
+        # away in float32 (a block gliding at 1 mm/s lost 15% of its motion in 3D)
+        self.advance(x, "pos", b, t, p, dt * v)
+        self.advance(x, "pos", b, t, p, last * self.state(x, "pos", b, t, p))
+        self.advance(x, "F", b, t, p, last * self.scratch(w, "deformation", b, t, p))
+
+    # ---- the fused forward's forms of scatter and gather (tisim/phases.py, FUSED) ------------------------------
+    # Per point, its 3^d cells unrolled: the weights computed once a point and its sums kept in registers, in the
+    # order of the pairs (the same additions, so the same trajectory as the per-pair phases). Forward only: in
+    # reverse mode the unrolled 3D form took minutes to compile, so the backward pass differentiates the pairs.
+    @ti.func
+    def scatter_point(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, p):
+        base, fx, w0, w1, w2 = self.spline(x, b, t, p)
+        m, vel, affine = self.mass(theta, b, p), self.state(x, "vel", b, t, p), self.scratch(w, "affine", b, t, p)
+        for o in ti.static(range(3 ** self.dim)):
+            cell, weight, d = self.corner(base, fx, w0, w1, w2, o)
+            self.accumulate(w, "grid_mass", b, t, cell, weight * m)
+            self.accumulate(w, "grid_momentum", b, t, cell, weight * (m * vel + affine @ d))
+
+    @ti.func
+    def gather_point(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, p):
+        base, fx, w0, w1, w2 = self.spline(x, b, t, p)
+        damping = ti.exp(-dt * self.param(theta, "drag", b, 0))
+        vel, C = ti.Vector.zero(float, self.dim), ti.Matrix.zero(float, self.dim, self.dim)
+        pos = ti.Vector.zero(float, self.dim)
+        for o in ti.static(range(3 ** self.dim)):
+            cell, weight, d = self.corner(base, fx, w0, w1, w2, o)
+            v = weight * damping * self.scratch(w, "grid_velocity", b, t, cell)
+            vel += v
+            C += (4.0 * self.n_grid ** 2) * v.outer_product(d)
+            pos += dt * v
+        self.advance(x, "vel", b, t, p, vel)
+        self.advance(x, "C", b, t, p, C)
+        self.advance(x, "pos", b, t, p, pos + self.state(x, "pos", b, t, p))
+        self.advance(x, "F", b, t, p, self.scratch(w, "deformation", b, t, p))
+
+    # ---- the hand-written reverses of scatter and gather (tisim/phases.py, ADJOINTS) ---------------------------
+    # Per point with its cells unrolled, as the fused forms. With q = n x_p and fx = q - floor(q - 1/2), a cell's
+    # weight is N_d0(fx_0) N_d1(fx_1) ... and its offset d = (digits - fx) / n, so dd/dx_p = -I and
+    # dw/dx_p,k = n N'_dk(fx_k) times the other axes' factors (N0' = fx - 1.5, N1' = -2 (fx - 1), N2' = fx - 0.5).
+    @ti.func
+    def weight_gradient(self, fx, w0, w1, w2, o: ti.template()):
+        """dw/dx_p of point's stencil cell o (a compile-time number)."""
+        slopes = (fx - 1.5, -2.0 * (fx - 1.0), fx - 0.5)
+        gradient = ti.Vector.zero(float, self.dim)
+        for k in ti.static(range(self.dim)):
+            factor = 1.0 * self.n_grid
+            for j in ti.static(range(self.dim)):
+                digit = ti.static((o // 3 ** j) % 3)
+                factor *= slopes[digit][j] if ti.static(j == k) else (w0, w1, w2)[digit][j]
+            gradient[k] = factor
+        return gradient
+
+    @ti.func
+    def scatter_adjoint(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(),
+                        xg: ti.template(), theta_g: ti.template(), ug: ti.template(), wg: ti.template(), dt, b, t, p):
+        base, fx, w0, w1, w2 = self.spline(x, b, t, p)
+        m, vel, affine = self.mass(theta, b, p), self.state(x, "vel", b, t, p), self.scratch(w, "affine", b, t, p)
+        m_bar, vel_bar = 0.0, ti.Vector.zero(float, self.dim)
+        x_bar, affine_bar = ti.Vector.zero(float, self.dim), ti.Matrix.zero(float, self.dim, self.dim)
+        for o in ti.static(range(3 ** self.dim)):
+            cell, weight, d = self.corner(base, fx, w0, w1, w2, o)
+            mass_bar, momentum_bar = self.scratch(wg, "grid_mass", b, t, cell), \
+                self.scratch(wg, "grid_momentum", b, t, cell)
+            weight_bar = mass_bar * m + momentum_bar.dot(m * vel + affine @ d)
+            m_bar += weight * (mass_bar + momentum_bar.dot(vel))
+            vel_bar += weight * m * momentum_bar
+            affine_bar += weight * momentum_bar.outer_product(d)
+            x_bar += weight_bar * self.weight_gradient(fx, w0, w1, w2, o) - weight * (affine.transpose() @ momentum_bar)
+        self.add_state(xg, "pos", b, t, p, x_bar)
+        self.add_state(xg, "vel", b, t, p, vel_bar)
+        self.accumulate(wg, "affine", b, t, p, affine_bar)
+        self.add_param(theta_g, "rho", b, self.group_of[p], m_bar * self.volume)
+
+    @ti.func
+    def gather_adjoint(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(),
+                       xg: ti.template(), theta_g: ti.template(), ug: ti.template(), wg: ti.template(), dt, b, t, p):
+        base, fx, w0, w1, w2 = self.spline(x, b, t, p)
+        damping = ti.exp(-dt * self.param(theta, "drag", b, 0))
+        vel_bar, C_bar = self.state(xg, "vel", b, t + 1, p), self.state(xg, "C", b, t + 1, p)
+        pos_bar = self.state(xg, "pos", b, t + 1, p)
+        x_bar, damping_bar = pos_bar, 0.0
+        for o in ti.static(range(3 ** self.dim)):
+            cell, weight, d = self.corner(base, fx, w0, w1, w2, o)
+            grid_v = self.scratch(w, "grid_velocity", b, t, cell)
+            v_bar = vel_bar + dt * pos_bar + (4.0 * self.n_grid ** 2) * (C_bar @ d)
+            d_bar = (4.0 * self.n_grid ** 2) * weight * damping * (C_bar.transpose() @ grid_v)
+            self.accumulate(wg, "grid_velocity", b, t, cell, weight * damping * v_bar)
+            damping_bar += weight * grid_v.dot(v_bar)
+            x_bar += damping * grid_v.dot(v_bar) * self.weight_gradient(fx, w0, w1, w2, o) - d_bar
+        self.add_state(xg, "pos", b, t, p, x_bar)
+        self.add_param(theta_g, "drag", b, 0, -dt * damping * damping_bar)
+        self.accumulate(wg, "deformation", b, t, p, self.state(xg, "F", b, t + 1, p))
