@@ -125,19 +125,15 @@ def phase_list(host, fused=False):
     after it, ADJOINT for a phase with a hand-written reverse; solver (solve, adjoint) for an implicit phase,
     (reverse, its domain size) for ADJOINT, else None. fused: with the FUSED forms in place."""
     name = type(host).__name__
-    declared = getattr(host, "FUSED", {})
-    forms = declared if fused else {}
-    for phase, (function, domain) in declared.items():
-        if phase not in [entry[0] for entry in host.PHASES if len(entry) == 2] or not hasattr(host, function) \
-                or domain not in host.sizes:
-            raise ValueError(f"{name}: FUSED maps a plain phase to (its fused form, a STRUCTURE size), got "
-                             f"{phase!r}: {(function, domain)!r}")
-    adjoints = getattr(host, "ADJOINTS", {})
-    for phase, (function, domain) in adjoints.items():
-        if phase not in [entry[0] for entry in host.PHASES if len(entry) == 2] or not hasattr(host, function) \
-                or domain not in host.sizes:
-            raise ValueError(f"{name}: ADJOINTS maps a plain phase to (its hand-written reverse, a STRUCTURE size), "
-                             f"got {phase!r}: {(function, domain)!r}")
+    declared = {}
+    for attribute, form in (("FUSED", "its fused form"), ("ADJOINTS", "its hand-written reverse")):
+        declared[attribute] = getattr(host, attribute, {})
+        for phase, (function, domain) in declared[attribute].items():
+            if phase not in [entry[0] for entry in host.PHASES if len(entry) == 2] or not hasattr(host, function) \
+                    or domain not in host.sizes:
+                raise ValueError(f"{name}: {attribute} maps a plain phase to ({form}, a STRUCTURE size), got "
+                                 f"{phase!r}: {(function, domain)!r}")
+    forms, adjoints = declared["FUSED"] if fused else {}, declared["ADJOINTS"]
     if host.PHASES and len(host.PHASES[-1]) > 2:
         raise ValueError(f"{name}: the last phase writes the next state and cannot repeat or be a solve")
     phases = []
