@@ -16,7 +16,8 @@ Each step is four phases (tisim/phases.py), with quadratic B-spline weights w_ip
                          (D = e^(-drag dt): a linear drag on the points, none by default);
                          F_p' = F'
 A pair is one point and one cell of its stencil: every phase is a single loop, without a loop over the stencil
-inside it.
+inside it. The fused forward pass and the backward pass run scatter and gather per point instead, with the stencil
+unrolled (tisim/systems/mpm_transfers.py: the same sums, and hand-written reverses).
 
 Materials (the option material), with J = det F, the shear modulus G = E / (2 (1 + nu)) and the Lame parameter
 lambda = E nu / ((1 + nu)(1 - 2 nu)) of each particle group:

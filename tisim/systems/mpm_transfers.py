@@ -32,15 +32,11 @@ class Transfers:
         cell is the stencil's upper corner, the point's last pair (one pair per point, where per-point terms are
         added once)."""
         p, o = i // 3 ** self.dim, i % 3 ** self.dim
-        q = self.state(x, "pos", b, t, p) * self.n_grid
-        base = ti.cast(q - 0.5, ti.i32)
-        fx = q - ti.cast(base, float)
+        base, fx, w0, w1, w2 = self.spline(x, b, t, p)
         digit = ti.Vector([(o // 3 ** k) % 3 for k in ti.static(range(self.dim))])
         weight, cell = 1.0, 0
         for k in ti.static(range(self.dim)):
-            f = fx[k]
-            weight *= ti.select(digit[k] == 0, 0.5 * (1.5 - f) ** 2,
-                                ti.select(digit[k] == 1, 0.75 - (f - 1.0) ** 2, 0.5 * (f - 0.5) ** 2))
+            weight *= ti.select(digit[k] == 0, w0[k], ti.select(digit[k] == 1, w1[k], w2[k]))
             cell += ti.min(ti.max(base[k] + digit[k], 0), self.n_grid - 1) * self.n_grid ** k
         d = (ti.cast(digit, float) - fx) / self.n_grid
         return p, cell, weight, d, ti.select(o == 3 ** self.dim - 1, 1.0, 0.0)
@@ -48,7 +44,7 @@ class Transfers:
     @ti.func
     def spline(self, x: ti.template(), b, t, p):
         """Point p's stencil: its lower corner cell (digits), the offset fx from it in cells, and the quadratic
-        B-spline's three weights per axis (vectors over the axes), as pair() computes them."""
+        B-spline's three weights per axis (vectors over the axes)."""
         q = self.state(x, "pos", b, t, p) * self.n_grid
         base = ti.cast(q - 0.5, ti.i32)
         fx = q - ti.cast(base, float)
@@ -64,7 +60,6 @@ class Transfers:
             cell += ti.min(ti.max(base[k] + digit, 0), self.n_grid - 1) * self.n_grid ** k
         digits = ti.Vector([ti.static((o // 3 ** k) % 3) for k in ti.static(range(self.dim))], dt=float)
         return cell, weight, (digits - fx) / self.n_grid
-
 
     @ti.func
     def scatter(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, i):
