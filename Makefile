@@ -47,6 +47,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/checkpointing.py
 	$(PY) benchmarks/peers.py
 	$(PY) benchmarks/taichi_storage.py
+	$(PY) benchmarks/taichi_cpu_limits.py
 	$(PY) benchmarks/sweep.py
 
 clean:
