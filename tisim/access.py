@@ -115,6 +115,12 @@ class Accessors:
         return read3(u, b, t, offset + i * width, shape)
 
     @ti.func
+    def add_action(self, u: ti.template(), name: ti.template(), b, t, i, value):
+        """Add `value` into item i of action `name` during step t (a hand-written reverse's u_grad)."""
+        offset, width, shape = ti.static(entry_shape(self.action_layout, name))
+        add3(u, b, t, offset + i * width, shape, value)
+
+    @ti.func
     def ode_state(self, x: ti.template(), name: ti.template(), b, i):
         """Item i of state `name` in a state array of one time, (B, S): where the ODE's rates are evaluated."""
         offset, width, shape = ti.static(entry_shape(self.state_layout, name))

@@ -43,6 +43,7 @@ from tisim import runtime
 from tisim.integrators import ballistic
 
 DISTANCE_FLOOR = 1e-30  # added under square roots: coincident centres give n = 0, zero slip no direction, not a NaN
+SOFT_REACH = 750.0  # e^-z is exactly 0 in float32 and float64 beyond z = 750: a soft contact's force is 0 there
 
 
 @ti.func
@@ -128,6 +129,17 @@ def tanh_of_positive(z):
     z2 = z * z
     series = z * (1.0 + z2 * (-1.0 / 3.0 + z2 * (2.0 / 15.0 + z2 * (-17.0 / 315.0 + z2 * (62.0 / 2835.0)))))
     return ti.select(z < cut, series, (1.0 - e) / (1.0 + e))
+
+
+@ti.func
+def tanh_of_positive_slope(z):
+    """d tanh_of_positive(z) / dz, of the form tanh_of_positive takes at z: the series' derivative below the cut,
+    4 e / (1 + e)^2 with e = e^-2z above it (1 - tanh^2 there would cancel)."""
+    cut = ti.static(0.3 if runtime.real() == ti.f32 else 0.02)
+    e = ti.exp(-2.0 * z)
+    z2 = z * z
+    series = 1.0 + z2 * (-1.0 + z2 * (2.0 / 3.0 + z2 * (-17.0 / 45.0 + z2 * (62.0 / 315.0))))
+    return ti.select(z < cut, series, 4.0 * e / ((1.0 + e) * (1.0 + e)))
 
 
 @ti.func
@@ -235,6 +247,13 @@ def disk_box(p, r, pb, angle, h):
 #     point_box(p, c, h)           an axis-aligned box of half extents h:  d = min_k (h_k - |q_k|), q = p - c,
 #                                  n = sign(q_k) e_k along the axis of that minimum (the nearest face); d < 0 outside
 # Non-smooth: the contact switch d = 0, and the box's nearest-face switch.
+#
+# For passes that are never differentiated (a fused forward pass, a hand-written reverse), `touching(d, s)` says
+# where point_contact can be non-zero: inside the shape, or within a soft contact's reach, beyond which its e^-z is
+# exactly 0 in float32 and float64. Elsewhere the force is 0 (up to the sign of a zero) and so is its derivative,
+# so a branch on it skips the law's exps and square roots for every point that touches nothing. The *_adjoint
+# functions are the reverses of the laws, written out: from the derivative of the loss by a function's result,
+# those by its inputs (tests/test_mass_spring.py holds them to Taichi's reverse mode of the laws).
 @ti.func
 def point_ground(p):
     return -p[1], ti.Vector([1.0 if k == 1 else 0.0 for k in ti.static(range(p.n))])
@@ -274,3 +293,76 @@ def point_contact(d, n, v, k, c, s, mu, eps):
     vn = v.dot(n)
     fn = penalty_normal_soft_compression(d, vn, k, c, s)
     return fn * n + friction_isotropic_tanh(v - vn * n, fn, mu, eps)
+
+
+@ti.func
+def touching(d, s):
+    """Whether a point at depth d can feel point_contact's force (softness s): see the note above point_ground."""
+    return d > 0.0 or (s > 0.0 and d > -SOFT_REACH * s)
+
+
+@ti.func
+def penalty_normal_soft_compression_adjoint(d, vn, k, c, s, fn_bar):
+    """The reverse of penalty_normal_soft_compression: (d, vn, k, c, s)-derivatives from fn_bar = dL/dfn.
+    With z = d / s, act = s softplus(z), gate = sigmoid(z): dact/dd = gate, dact/ds = softplus(z) - z gate,
+    dgate/dz = gate (1 - gate)."""
+    squeeze, closing = ti.min(vn, 0.0), ti.select(vn < 0.0, 1.0, 0.0)
+    on = ti.select(d > 0.0, 1.0, 0.0)  # the hard law's switch
+    d_bar, vn_bar = k * on, -c * on * closing
+    k_bar, c_bar, s_bar = d * on, -squeeze * on, 0.0
+    if s > 0.0:
+        soft = ti.max(s, 1e-30)
+        z = d / soft
+        e = ti.exp(-ti.abs(z))
+        plus = ti.max(z, 0.0) + ti.log(1.0 + e)
+        gate = ti.select(z < 0.0, e, 1.0) / (1.0 + e)
+        slope = gate * ti.select(z < 0.0, 1.0, e) / (1.0 + e)
+        d_bar = k * gate - c * squeeze * slope / soft
+        vn_bar = -c * gate * closing
+        k_bar, c_bar = soft * plus, -squeeze * gate
+        s_bar = (k * (plus - z * gate) + c * squeeze * slope * z / soft) * ti.select(s > 1e-30, 1.0, 0.0)
+    return fn_bar * d_bar, fn_bar * vn_bar, fn_bar * k_bar, fn_bar * c_bar, fn_bar * s_bar
+
+
+@ti.func
+def point_contact_adjoint(d, n, v, k, c, s, mu, eps, f_bar):
+    """The reverse of point_contact: from f_bar = dL/dF, (dL/dd, dL/dn, dL/dv, dL/d(k, c, s, mu, eps) as a
+    5-vector). F = fn n + g vt with g = -mu fn tanh(z) / |vt|, z = |vt| / eps, vt = v - (v . n) n."""
+    vn = v.dot(n)
+    fn = penalty_normal_soft_compression(d, vn, k, c, s)
+    vt = v - vn * n
+    slip = ti.sqrt(vt.dot(vt) + DISTANCE_FLOOR)
+    z = slip / eps
+    tanh_z, slope = tanh_of_positive(z), tanh_of_positive_slope(z)
+    g = -mu * fn * tanh_z / slip
+    fn_bar, n_bar = f_bar.dot(n), fn * f_bar
+    g_bar, vt_bar = f_bar.dot(vt), g * f_bar
+    mu_bar = -fn * tanh_z / slip * g_bar
+    fn_bar += -mu * tanh_z / slip * g_bar
+    z_bar = -mu * fn * slope / slip * g_bar
+    vt_bar += (-g / slip * g_bar + z_bar / eps) / slip * vt  # g's 1 / slip, then z = slip / eps
+    eps_bar = -z_bar * z / eps
+    vn_bar = -vt_bar.dot(n)
+    n_bar -= vn * vt_bar
+    d_bar, law_vn_bar, k_bar, c_bar, s_bar = penalty_normal_soft_compression_adjoint(d, vn, k, c, s, fn_bar)
+    vn_bar += law_vn_bar
+    return d_bar, n_bar + vn_bar * v, vt_bar + vn_bar * n, ti.Vector([k_bar, c_bar, s_bar, mu_bar, eps_bar])
+
+
+@ti.func
+def point_sphere_adjoint(p, c, d_bar, n_bar):
+    """The reverse of point_sphere: dL/dp from dL/dd and dL/dn (dL/dc is its negative, dL/dr is d_bar)."""
+    delta = p - c
+    distance = ti.sqrt(delta.dot(delta) + DISTANCE_FLOOR)
+    n = delta / distance
+    return n_bar / distance - (d_bar + n_bar.dot(n) / distance) * n
+
+
+@ti.func
+def point_box_adjoint(p, c, h, d_bar):
+    """The reverse of point_box (its normal is piecewise constant): (dL/dp, dL/dh) from dL/dd (dL/dc = -dL/dp)."""
+    q = p - c
+    depth = h - ti.abs(q)
+    d = depth.min()
+    h_bar = ti.Vector([first_minimum(depth, d, k) * d_bar for k in ti.static(range(p.n))])
+    return -h_bar * ti.Vector([ti.select(q[k] >= 0.0, 1.0, -1.0) for k in ti.static(range(p.n))]), h_bar

@@ -20,7 +20,7 @@ import taichi as ti
 from tisim import runtime
 from tisim.access import Accessors
 from tisim.losses import quadratic
-from tisim.phases import ScratchLayout, fused_step, phase_list, schedule_option
+from tisim.phases import ADJOINT, ScratchLayout, fused_step, phase_list, schedule_option
 from tisim.quantities import Layout, near_miss
 from tisim.trajectory import clear_row, nonfinite_row, prepare_grads
 
@@ -108,6 +108,8 @@ class Model(Accessors):
         self.scratch_layout = ScratchLayout(self.SCRATCH, sizes)
         self.phases = phase_list(self) if self.options.get("schedule", "phased") == "phased" else []
         self.fused_phases = phase_list(self, fused=True) if self.phases else []
+        # every phase with a hand-written reverse: on a CPU the backward pass is one launch (phases.run_reverses)
+        self.fused_reverse = bool(self.phases) and all(phase[2] == ADJOINT for phase in self.phases)
 
     # ---- kernels (run on the shared model, on a simulator's arrays) ----------------------------------------------
     @ti.kernel
@@ -146,9 +148,9 @@ class Model(Accessors):
         ti.loop_config(serialize=serial)
         for b in range(x.shape[0]):
             prepare_grads(x_grad, theta_grad, u_grad, loss, loss_grad, b, grads)
-            for k in range(scratch.shape[1]):  # phases accumulate into their scratch
-                scratch[b, k] = 0.0
-                scratch_grad[b, k] = 0.0
+            if ti.static(grads and not self.fused_reverse):  # else each step's reverse zeroes its own
+                for k in range(scratch.shape[1]):
+                    scratch_grad[b, k] = 0.0
             first = x.shape[1]
             for k in range(x.shape[2]):
                 x[b, 0, k] = x0[b, k]

@@ -212,6 +212,33 @@ def run_reverse(host: ti.template(), x: ti.types.ndarray(ndim=3), x_grad: ti.typ
 
 
 @ti.kernel
+def run_reverses(host: ti.template(), x: ti.types.ndarray(ndim=3), x_grad: ti.types.ndarray(ndim=3),
+                 theta: ti.types.ndarray(ndim=2), theta_grad: ti.types.ndarray(ndim=2), u: ti.types.ndarray(ndim=3),
+                 u_grad: ti.types.ndarray(ndim=3), w: ti.types.ndarray(ndim=2), w_grad: ti.types.ndarray(ndim=2),
+                 dt: float, t0: ti.i32, t1: ti.i32, serial: ti.template()):
+    # The backward pass of steps t1 - 1 down to t0 in one launch, for a step whose every phase has a hand-written
+    # reverse (never differentiated, so its phases may be sibling loops): the recomputed scratch refilled by the
+    # FUSED forms of the earlier phases, then the reverses, last phase first
+    ti.loop_config(serialize=serial)
+    recomputed, kept = ti.static(host.scratch_layout.recomputed.size, host.scratch_layout.kept.size)
+    for b in range(x.shape[0]):
+        for k in range(t1 - t0):
+            t = t1 - 1 - k
+            for r in range(recomputed + t * kept, recomputed + (t + 1) * kept):
+                w_grad[b, r] = 0.0
+            if ti.static(recomputed):
+                for r in range(recomputed):
+                    w[b, r] = 0.0
+                    w_grad[b, r] = 0.0
+                for phase in ti.static(host.fused_phases[:-1]):
+                    for i in range(phase[1]):
+                        phase[0](x, theta, u, w, dt, b, t, i)
+            for phase in ti.static(host.phases[::-1]):
+                for i in range(phase[3][1]):
+                    phase[3][0](x, theta, u, w, x_grad, theta_grad, u_grad, w_grad, dt, b, t, i)
+
+
+@ti.kernel
 def run_solve(host: ti.template(), x: ti.types.ndarray(ndim=3), theta: ti.types.ndarray(ndim=2),
               u: ti.types.ndarray(ndim=3), w: ti.types.ndarray(ndim=2), dt: float, t: ti.i32, serial: ti.template(),
               unit: ti.template()):
@@ -249,8 +276,12 @@ def clear(w: ti.types.ndarray(ndim=2), w_grad: ti.types.ndarray(ndim=2), recompu
 @ti.func
 def fused_step(host: ti.template(), x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(),
                dt, b, t):
-    # The phases as inner loops of the engine's one-kernel forward pass (never differentiated: see above)
-    for k in range(ti.static(host.scratch_layout.recomputed.size)):
+    # The phases as inner loops of the engine's one-kernel forward pass (never differentiated: see above); the
+    # step's scratch is zeroed here, while it is in cache
+    recomputed, kept = ti.static(host.scratch_layout.recomputed.size, host.scratch_layout.kept.size)
+    for k in range(recomputed):
+        w[b, k] = 0.0
+    for k in range(recomputed + t * kept, recomputed + (t + 1) * kept):
         w[b, k] = 0.0
     for phase, size, repeats, solver in ti.static(host.fused_phases):
         if ti.static(repeats == IMPLICIT):
@@ -314,6 +345,10 @@ class Scratchpad:
         if self.units is None:
             self.units = launch_units(host.phases), launch_units(host.phases[:-1], fused=True)
         whole, refill = self.units
+        if grad and host.fused_reverse and not sim._per_step:
+            launch(run_reverses, host, x, x.grad, sim.theta, sim.theta.grad, u, u.grad, w, w.grad, sim.dt, t0, t1,
+                   serial)
+            return
         if not grad:
             launch(clear, w, w.grad, recomputed, kept, t0, t1, serial)
             for t in range(t0, t1):

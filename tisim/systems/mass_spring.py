@@ -37,7 +37,16 @@ import os
 import numpy as np
 import taichi as ti
 
-from tisim.contact import point_box, point_contact, point_ground, point_sphere
+from tisim.contact import (
+    point_box,
+    point_box_adjoint,
+    point_contact,
+    point_contact_adjoint,
+    point_ground,
+    point_sphere,
+    point_sphere_adjoint,
+    touching,
+)
 from tisim.engine import System
 from tisim.integrators import semi_implicit_euler
 from tisim.quantities import Quantity, Scratch
@@ -81,6 +90,8 @@ class MassSpring(System):
     # the two forms of the step (see the module docstring)
     PHASES = (("springs", "n_springs"), ("particles", "n_particles"))
     ITEMS = "n_particles"
+    FUSED = {"particles": ("particles_fused", "n_particles")}
+    ADJOINTS = {"springs": ("springs_adjoint", "n_springs"), "particles": ("particles_adjoint", "n_particles")}
     DT = 5e-4
 
     def __init__(self, horizon, batch=1, dt=None, robot=None, spheres=(), boxes=(), **values):
@@ -137,26 +148,38 @@ class MassSpring(System):
         return ti.Vector([w if k == 1 else 0.0 for k in ti.static(range(self.dim))])
 
     @ti.func
-    def contact(self, theta: ti.template(), b, p, v):
-        """The force of the ground and the obstacles on a particle at p moving at v."""
+    def contact(self, theta: ti.template(), b, p, v, branch: ti.template()):
+        """The force of the ground and the obstacles on a particle at p moving at v. branch: skip the laws where
+        the particle touches nothing (the same force; for passes that are never differentiated)."""
         kc, kd, s = self.param(theta, "kc", b, 0), self.param(theta, "kd", b, 0), self.param(theta, "softness", b, 0)
         mu, eps = self.param(theta, "mu", b, 0), self.param(theta, "eps", b, 0)
-        d, n = point_ground(p)
-        f = point_contact(d, n, v, kc, kd, s, mu, eps)
-        for q in ti.static(range(self.n_spheres)):
-            d, n = point_sphere(p, self.param(theta, "sphere_center", b, q), self.param(theta, "sphere_radius", b, q))
-            f += point_contact(d, n, v, kc, kd, s, mu, eps)
-        for q in ti.static(range(self.n_boxes)):
-            d, n = point_box(p, self.param(theta, "box_center", b, q), self.param(theta, "box_half", b, q))
-            f += point_contact(d, n, v, kc, kd, s, mu, eps)
+        f = ti.Vector.zero(float, self.dim)
+        for q in ti.static(range(1 + self.n_spheres + self.n_boxes)):
+            d, n = self.shape(theta, b, p, q)
+            if ti.static(not branch):
+                f += point_contact(d, n, v, kc, kd, s, mu, eps)
+            elif touching(d, s):
+                f += point_contact(d, n, v, kc, kd, s, mu, eps)
         return f
 
     @ti.func
-    def move(self, x: ti.template(), theta: ti.template(), dt, b, t, i, f):
+    def shape(self, theta: ti.template(), b, p, q: ti.template()):
+        """(depth, normal) of p against shape q: 0 the ground, then the spheres, then the boxes."""
+        if ti.static(q == 0):
+            return point_ground(p)
+        elif ti.static(q <= self.n_spheres):
+            return point_sphere(p, self.param(theta, "sphere_center", b, q - 1),
+                                self.param(theta, "sphere_radius", b, q - 1))
+        else:
+            r = ti.static(q - 1 - self.n_spheres)
+            return point_box(p, self.param(theta, "box_center", b, r), self.param(theta, "box_half", b, r))
+
+    @ti.func
+    def move(self, x: ti.template(), theta: ti.template(), dt, b, t, i, f, branch: ti.template()):
         """Particle i under the force f (weight and springs) and contact: one semi-implicit Euler step, or none
         for a pinned particle."""
         p, v = self.state(x, "pos", b, t, i), self.state(x, "vel", b, t, i)
-        f += self.contact(theta, b, p, v) - self.param(theta, "drag", b, 0) * v
+        f += self.contact(theta, b, p, v, branch) - self.param(theta, "drag", b, 0) * v
         p_next, v_next = semi_implicit_euler(p, v, f / self.param(theta, "m", b, 0), dt)
         self.advance(x, "pos", b, t, i, p + self.free[i] * (p_next - p))
         self.advance(x, "vel", b, t, i, self.free[i] * v_next)
@@ -170,10 +193,110 @@ class MassSpring(System):
 
     @ti.func
     def particles(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, i):
+        self.move(x, theta, dt, b, t, i, self.load(theta, w, b, t, i), False)
+
+    @ti.func
+    def load(self, theta: ti.template(), w: ti.template(), b, t, i):
+        """Weight and spring forces on particle i."""
         f = self.weight(theta, b)
         for q in ti.static(range(self.degree)):
             f += self.sign[i, q] * self.scratch(w, "spring_force", b, t, self.spring_of[i, q])
-        self.move(x, theta, dt, b, t, i, f)
+        return f
+
+    # The fused forward pass's form of the particle phase and the phases' reverses (tisim/phases.py: FUSED and
+    # ADJOINTS), never differentiated: they skip the contact laws where a particle touches nothing (most particles
+    # of a cloth or a walker, most of the time), a branch Taichi's reverse mode could not take here.
+    @ti.func
+    def particles_fused(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b,
+                        t, i):
+        self.move(x, theta, dt, b, t, i, self.load(theta, w, b, t, i), True)
+
+    @ti.func
+    def springs_adjoint(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(),
+                        xg: ti.template(), theta_g: ti.template(), ug: ti.template(), wg: ti.template(), dt, b, t,
+                        s):
+        # f = phi n, phi = k (r - L) + c dv . n, n = d / r: dn/dd = (1 - n n^T) / r, dr/dd = n
+        i, j = self.end[s, 0], self.end[s, 1]
+        d = self.state(x, "pos", b, t, j) - self.state(x, "pos", b, t, i)
+        dv = self.state(x, "vel", b, t, j) - self.state(x, "vel", b, t, i)
+        r = d.norm()
+        n = d / r
+        stretch = 1.0
+        if ti.static(self.has_actuators):
+            stretch += self.actuated[s] * self.action(u, "activation", b, t, self.actuator_of[s])
+        rest, k, c = self.param(theta, "rest", b, s), self.param(theta, "k", b, s), self.param(theta, "damping", b, 0)
+        phi = k * (r - rest * stretch) + c * dv.dot(n)
+        f_bar = self.scratch(wg, "spring_force", b, t, s)
+        phi_bar = f_bar.dot(n)
+        n_bar = phi * f_bar + phi_bar * c * dv
+        d_bar = (n_bar - n_bar.dot(n) * n) / r + phi_bar * k * n
+        self.add_state(xg, "pos", b, t, j, d_bar)
+        self.add_state(xg, "pos", b, t, i, -d_bar)
+        self.add_state(xg, "vel", b, t, j, phi_bar * c * n)
+        self.add_state(xg, "vel", b, t, i, -phi_bar * c * n)
+        self.add_param(theta_g, "k", b, s, phi_bar * (r - rest * stretch))
+        self.add_param(theta_g, "rest", b, s, -phi_bar * k * stretch)
+        self.add_param(theta_g, "damping", b, 0, phi_bar * dv.dot(n))
+        # the mass's share through this spring's force: a = f / m gives dL/dm = -f_bar . f / m, summed over the
+        # particles; a spring's force enters it as f . (f_bar at one end - at the other) = phi phi_bar
+        self.add_param(theta_g, "m", b, 0, -phi * phi_bar / self.param(theta, "m", b, 0))
+        if ti.static(self.has_actuators):
+            self.add_action(ug, "activation", b, t, self.actuator_of[s], -phi_bar * k * rest * self.actuated[s])
+
+    @ti.func
+    def particles_adjoint(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(),
+                          xg: ti.template(), theta_g: ti.template(), ug: ti.template(), wg: ti.template(), dt, b, t,
+                          i):
+        # x' = x + free (x + dt v' - x), v' = free (v + dt f / m), f = load + contact - drag v
+        p, v = self.state(x, "pos", b, t, i), self.state(x, "vel", b, t, i)
+        m, drag = self.param(theta, "m", b, 0), self.param(theta, "drag", b, 0)
+        # f without the springs' forces (springs_adjoint adds their share of dL/dm)
+        own = self.weight(theta, b) + self.contact(theta, b, p, v, True) - drag * v
+        free = self.free[i]
+        pos_bar, vel_bar = self.state(xg, "pos", b, t + 1, i), self.state(xg, "vel", b, t + 1, i)
+        v_next_bar = free * (vel_bar + dt * pos_bar)
+        f_bar = dt * v_next_bar / m
+        p_bar, v_bar = self.contact_adjoint(theta, theta_g, b, p, v, f_bar)
+        self.add_state(xg, "pos", b, t, i, pos_bar + p_bar)
+        self.add_state(xg, "vel", b, t, i, v_next_bar - drag * f_bar + v_bar)
+        for q in ti.static(range(self.degree)):
+            self.accumulate(wg, "spring_force", b, t, self.spring_of[i, q], self.sign[i, q] * f_bar)
+        self.add_param(theta_g, "m", b, 0, -f_bar.dot(own) / m - self.param(theta, "g", b, 0) * f_bar[1])
+        self.add_param(theta_g, "g", b, 0, -m * f_bar[1])
+        self.add_param(theta_g, "drag", b, 0, -f_bar.dot(v))
+
+    @ti.func
+    def contact_adjoint(self, theta: ti.template(), theta_g: ti.template(), b, p, v, f_bar):
+        """The reverse of contact: (dL/dp, dL/dv) from dL/df; the laws' and obstacles' parameter derivatives are
+        added into theta_g."""
+        kc, kd, s = self.param(theta, "kc", b, 0), self.param(theta, "kd", b, 0), self.param(theta, "softness", b, 0)
+        mu, eps = self.param(theta, "mu", b, 0), self.param(theta, "eps", b, 0)
+        p_bar, v_bar = ti.Vector.zero(float, self.dim), ti.Vector.zero(float, self.dim)
+        law_bar = ti.Vector.zero(float, 5)
+        for q in ti.static(range(1 + self.n_spheres + self.n_boxes)):
+            d, n = self.shape(theta, b, p, q)
+            if touching(d, s):
+                d_bar, n_bar, vb, lb = point_contact_adjoint(d, n, v, kc, kd, s, mu, eps, f_bar)
+                v_bar += vb
+                law_bar += lb
+                if ti.static(q == 0):  # the ground: d = -p . n, n fixed
+                    p_bar -= d_bar * n
+                elif ti.static(q <= self.n_spheres):
+                    c = self.param(theta, "sphere_center", b, q - 1)
+                    delta_bar = point_sphere_adjoint(p, c, d_bar, n_bar)
+                    p_bar += delta_bar
+                    self.add_param(theta_g, "sphere_center", b, q - 1, -delta_bar)
+                    self.add_param(theta_g, "sphere_radius", b, q - 1, d_bar)
+                else:
+                    r = ti.static(q - 1 - self.n_spheres)
+                    q_bar, h_bar = point_box_adjoint(p, self.param(theta, "box_center", b, r),
+                                                     self.param(theta, "box_half", b, r), d_bar)
+                    p_bar += q_bar
+                    self.add_param(theta_g, "box_center", b, r, -q_bar)
+                    self.add_param(theta_g, "box_half", b, r, h_bar)
+        for k, name in ti.static(enumerate(("kc", "kd", "softness", "mu", "eps"))):
+            self.add_param(theta_g, name, b, 0, law_bar[k])
+        return p_bar, v_bar
 
     # The item-wise step. It runs inside a dynamic loop over particles, so everything it uses is read here: a
     # local set before that loop and read in it gets silently wrong gradients from Taichi 1.7's reverse mode
@@ -184,7 +307,7 @@ class MassSpring(System):
         for q in ti.static(range(self.degree)):
             f += self.present[i, q] * self.spring_force(x, theta, u, b, t, self.spring_of[i, q], i,
                                                         self.other_of[i, q])
-        self.move(x, theta, dt, b, t, i, f)
+        self.move(x, theta, dt, b, t, i, f, False)
 
     def events(self, traj):
         """"ground contact": some particle is below the ground (y < 0)."""
