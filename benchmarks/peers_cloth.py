@@ -72,10 +72,10 @@ def stiffness(n_springs, shift=0.0, dtype=np.float32):
 
 
 class Tisim:
-    """tisim's MassSpring with TerminalSum on "pos", on its default schedule (CPU: "items", the time loop in one
-    kernel, springs gathered per particle; GPU: "phased")."""
+    """tisim's MassSpring with TerminalSum on "pos", on its default schedule, "phased" (each spring once, then each
+    particle; on a CPU each pass one kernel)."""
 
-    other = False
+    schedule = "phased"
 
     def __init__(self, cloth, horizon, dtype, device=None):  # the arch and float type are tisim.init's
         import tisim
@@ -86,11 +86,7 @@ class Tisim:
             assert defaults[name] == value, f"tisim's MassSpring changed its default {name}; update peers_cloth"
         from tisim.contact import DISTANCE_FLOOR
         assert DISTANCE_FLOOR == FLOOR, "tisim.contact changed DISTANCE_FLOOR; update peers_cloth.FLOOR"
-        options = {}
-        if self.other:
-            schedule = MassSpring(horizon=horizon, robot=cloth.robot).options["schedule"]
-            options["schedule"] = {"items": "phased", "phased": "items"}[schedule]
-        self.sim = MassSpring(horizon=horizon, robot=cloth.robot, dt=DT, drag=DRAG, **options)
+        self.sim = MassSpring(horizon=horizon, robot=cloth.robot, dt=DT, drag=DRAG, schedule=self.schedule)
         self.sim.set_initial_state(pos=cloth.x0)
         self.loss = tisim.losses.TerminalSum({"pos": cloth.weights})
 
@@ -104,10 +100,10 @@ class Tisim:
         return g.value, (g.params["k"][0], g.initial_state["pos"][0])
 
 
-class TisimOtherSchedule(Tisim):
-    """The same MassSpring on the schedule its arch does not pick by default."""
+class TisimItems(Tisim):
+    """The same MassSpring item-wise: each particle evaluates its springs (each spring twice)."""
 
-    other = True
+    schedule = "items"
 
 
 def jax_scan(cloth, horizon, dtype, device=None):
@@ -383,7 +379,7 @@ def taichi_handwritten(cloth, horizon, dtype, device=None):
 
 IMPLEMENTATIONS = {  # row label: (factory, package the row needs)
     "tisim": (Tisim, "taichi"),
-    "tisim, the other schedule (CPU: phased; GPU: items)": (TisimOtherSchedule, "taichi"),
+    "tisim, item-wise (each particle gathers its springs)": (TisimItems, "taichi"),
     "hand-written Taichi (launch per step, Tape)": (taichi_handwritten, "taichi"),
     "JAX (jit, lax.scan)": (jax_scan, "jax"),
     "Warp (launch per step, Tape)": (warp_tape, "warp"),

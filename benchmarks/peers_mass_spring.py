@@ -29,18 +29,16 @@ def actions(n_springs, horizon, shift=0.0, dtype=np.float32):
 
 
 class Tisim:
-    """tisim's MassSpring with TerminalSum, on its default schedule (on a CPU "items": the time loop in one kernel,
-    springs gathered per particle; on a GPU "phased": each spring once, a launch per step)."""
+    """tisim's MassSpring with TerminalSum, on its default schedule, "phased": each spring once, then each particle
+    (on a CPU each pass one kernel, the backward pass the phases' hand-written reverses; on a GPU a launch per
+    phase per step)."""
 
-    other = False
+    schedule = "phased"
 
     def __init__(self, body, horizon, dtype, device=None):  # the arch and float type are tisim.init's
         import tisim
         from tisim.systems.mass_spring import MassSpring, mean_x_weights
-        self.sim = MassSpring(horizon=horizon, robot=body)
-        if self.other:
-            schedule = {"items": "phased", "phased": "items"}[self.sim.options["schedule"]]
-            self.sim = MassSpring(horizon=horizon, robot=body, schedule=schedule)
+        self.sim = MassSpring(horizon=horizon, robot=body, schedule=self.schedule)
         self.loss = tisim.losses.TerminalSum(mean_x_weights(self.sim))
 
     def forward(self, u):
@@ -53,10 +51,11 @@ class Tisim:
         return g.value, g.actions[0]
 
 
-class TisimOtherSchedule(Tisim):
-    """The same MassSpring on the schedule its arch does not pick by default."""
+class TisimItems(Tisim):
+    """The same MassSpring item-wise: each particle evaluates its springs (each spring twice), differentiated by
+    Taichi's reverse mode of the one-kernel rollout."""
 
-    other = True
+    schedule = "items"
 
 
 def taichi_handwritten(body, horizon, dtype, device=None):
@@ -254,7 +253,7 @@ def torch_eager(body, horizon, dtype, device="cpu"):
 
 IMPLEMENTATIONS = {  # row label: (factory, package the row needs)
     "tisim": (Tisim, "taichi"),
-    "tisim, the other schedule (CPU: phased; GPU: items)": (TisimOtherSchedule, "taichi"),
+    "tisim, item-wise (each particle gathers its springs)": (TisimItems, "taichi"),
     "hand-written Taichi (launch per phase per step, Tape)": (taichi_handwritten, "taichi"),
     "JAX (jit, lax.scan)": (jax_scan, "jax"),
     "Warp (launch per step, Tape)": (warp_tape, "warp"),

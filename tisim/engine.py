@@ -107,7 +107,7 @@ class System(Model):
         """Steps t0..t1-1 on the states x (B, n+1, S) with the actions u (B, n, A), or their reverse-mode gradient:
         one fused launch, or one launch per step (in reverse order for the gradient) on the per-step schedule."""
         if self.phases:
-            self._scratch.steps(x, u, t0, t1, serial, grad)
+            self._scratch.steps(x, u, t0, t1, serial, grad, self._per_step)
             return
         if not self._per_step:
             self._launch(self._rollout_kernel, x, self.theta, u, self.dt, t0, t1, serial, grad=grad)

@@ -57,8 +57,7 @@ class Model(Accessors):
     A step made of loops over different domains (springs, then particles; an MPM grid) declares PHASES and SCRATCH
     instead (tisim/phases.py, docs/adding_a_system.md): each phase a @ti.func over one item of its domain, with
     per-step scratch between phases that the engine zeroes, and keeps per step or recomputes in the backward pass.
-    A system with both forms (PHASES and ITEMS) takes a `schedule` keyword, "items" or "phased" (default: items on
-    a CPU, phased on a GPU).
+    A system with both forms (PHASES and ITEMS) takes a `schedule` keyword, "items" or "phased" (default: phased).
 
     A system whose structure goes beyond sizes (which particles each spring joins) implements
       4. ``topology(self)``: {name: value} read by the step as self.<name>. An integer or float numpy array becomes

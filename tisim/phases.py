@@ -49,6 +49,9 @@ The schedules:
 - fused (the forward pass on a CPU, never differentiated): the phases as inner loops of the engine's one-kernel
   rollout, where sibling loops are correct and a step costs no launch (tests/test_contract.py compares the two on
   every phased system, tests/test_complementarity.py on a repeated phase).
+- fused backward (a CPU, when every phase has a hand-written reverse): the backward pass is one kernel too, each
+  step's recomputed scratch refilled by the FUSED forms, then the reverses, last phase first (run_reverses; on
+  MassSpring's 256-particle body the launch per step cost more than the step).
 
 Scratch is zeroed by the engine before each step. Kept scratch (keep=True) has a row per step, which the backward
 pass reads; recomputed scratch (keep=False) has one row, and the backward pass of step t first reruns the step's
@@ -76,14 +79,15 @@ SERIAL_THREADS = 4  # a CPU of up to this many threads runs a step's item loops 
 
 def schedule_option(cls, schedule):
     """{"schedule": choice} for a system with both forms of its step (PHASES and ITEMS), else {}: the choice is
-    structure, compiled into its kernels. Default: items on a CPU (one kernel, no scratch), phased on a GPU."""
+    structure, compiled into its kernels. Default: phased, whose phases may have fused forms and hand-written
+    reverses (MassSpring's do: on a CPU its phased forward and backward passes are one launch each)."""
     name = cls.__name__
     if not (cls.PHASES and cls.ITEMS):
         if schedule is not None:
             raise ValueError(f"{name}: schedule applies to systems with both PHASES and ITEMS; {name} has one form "
                              "of its step")
         return {}
-    choice = schedule or ("items" if runtime.settings()["arch"] == "cpu" else "phased")
+    choice = schedule or "phased"
     if choice not in SCHEDULES:
         raise ValueError(f"{name}: schedule must be one of {list(SCHEDULES)}, got {schedule!r}."
                          + near_miss(str(schedule), SCHEDULES))
@@ -309,8 +313,9 @@ class Scratchpad:
                                            needs_grad=True)
         return self.arrays[rows]
 
-    def steps(self, x, u, t0, t1, serial, grad=False):
-        """Steps t0..t1-1 of the states x (B, n+1, S), one launch per step, or their reverse-mode gradient."""
+    def steps(self, x, u, t0, t1, serial, grad=False, per_step=False):
+        """Steps t0..t1-1 of the states x (B, n+1, S), one launch per step, or their reverse-mode gradient: one
+        launch in all where every phase has a hand-written reverse, unless per_step (a GPU's schedule)."""
         sim, layout = self.sim, self.sim.scratch_layout
         w = self(x.shape[1] - 1)
         protocol = Protocol.of(sim)
@@ -345,7 +350,7 @@ class Scratchpad:
         if self.units is None:
             self.units = launch_units(host.phases), launch_units(host.phases[:-1], fused=True)
         whole, refill = self.units
-        if grad and host.fused_reverse and not sim._per_step:
+        if grad and host.fused_reverse and not per_step:
             launch(run_reverses, host, x, x.grad, sim.theta, sim.theta.grad, u, u.grad, w, w.grad, sim.dt, t0, t1,
                    serial)
             return

@@ -24,13 +24,13 @@ Layout: pos and vel are (n_particles, dim), dim = 2 or 3 as the robot's particle
 obstacles' centres and sizes are per obstacle; damping, m, kc, kd, softness, mu, eps, g are global. The topology
 (which particles each spring joins, which actuator drives it, which particles are pinned) and the number of obstacles
 are structure: topology lives in Taichi fields on the kernel host, one set per distinct robot. The step has two forms
-(the engine's `schedule`). "phased": each spring's force once into scratch, then each particle sums its springs'
-forces from a padded incidence table. "items": each particle evaluates its own springs from that table (every spring
-twice), in one branch-free loop, the schedule taichi-facts.md found correct and fast. They agree to rounding
-(tests/test_mass_spring.py). On a CPU both cost the same (benchmarks/peers.py, 256 particles: 15.9 / 49.9 ms items,
-16.3 / 50.8 ms phased, forward / forward+backward, f32, T=400), and items is the default: its backward pass is one
-kernel, the phased one a launch per step. At 2,048 particles the phased forward pass is 6% faster and its backward
-pass 28% slower. On a GPU phased is the default.
+(the engine's `schedule`). "phased" (the default): each spring's force once into scratch, then each particle sums
+its springs' forces from a padded incidence table. Its fused forward pass skips the contact laws where a particle
+touches nothing (the same trajectory bit for bit), and its backward pass runs the phases' hand-written reverses,
+on a CPU as one kernel. "items": each particle evaluates its own springs from that table (every spring twice), in
+one branch-free loop differentiated by Taichi's reverse mode. They agree to rounding (tests/test_mass_spring.py),
+and the reverses equal Taichi's reverse mode of the phases to 1e-12 (tests/test_mass_spring_3d.py). The phased
+form is the faster on a CPU in every workload of benchmarks/peers.py (README, Speed).
 """
 import os
 
