@@ -157,7 +157,9 @@ class System(Model):
     def _validated_actions(self, actions):
         name, shape = self.action_name, self.action_shape
         try:
-            array = np.asarray(actions, dtype=np.float64)
+            array = np.asarray(actions)
+            if array.dtype.kind not in "fiu":  # floats and integers are checked as given, converted once into _u
+                array = np.asarray(actions, dtype=np.float64)
         except (TypeError, ValueError):
             raise TypeError(f"set_actions: actions must be numeric, got {type(actions).__name__}") from None
         if array.shape not in ((self.T,) + shape, (self.B, self.T) + shape):
