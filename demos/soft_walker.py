@@ -30,6 +30,7 @@ import numpy as np
 
 import tisim
 from tisim import viz
+from tisim.gui import WindowUnavailable
 from tisim.optim import Adam, minimize
 from tisim.systems.mass_spring import MassSpring, mean_x_weights
 
@@ -111,12 +112,18 @@ def main(argv=None):
         parser.error(f"--iterations and --starts must be >= 1, got {args.iterations} and {args.starts}")
     sim, actions, distances, losses, result = walk(args.robot, args.iterations, args.seed, args.starts)
     out = pathlib.Path(args.out)
-    gif = pictures(sim, actions, out / "soft_walker.gif")
+    out.mkdir(parents=True, exist_ok=True)
     figures = dict(robot=sim.robot.name, seed=args.seed, starts=args.starts, first=distances["first"],
                    best=distances["best"], iterations=result.iterations, seconds=round(result.seconds, 2))
     (out / "soft_walker.json").write_text(json.dumps(figures, indent=1) + "\n")
     print(f"{sim.robot.name}: walked {distances['first']:+.3f} m with the first gait, {distances['best']:+.3f} m "
-          f"with the best of {result.iterations} iterations ({result.seconds:.1f} s); wrote {gif}")
+          f"with the best of {result.iterations} iterations ({result.seconds:.1f} s); wrote {out / 'soft_walker.json'}")
+    try:
+        gif = pictures(sim, actions, out / "soft_walker.gif")
+        print(f"wrote {gif}")
+    except WindowUnavailable as why:  # a 3D robot's pictures need Vulkan
+        gif = None
+        print(f"no GIF: {why}")
     return dict(figures, best_loss=losses["best"], best_recorded=losses["recorded"], history=result.history, gif=gif)
 
 

@@ -112,6 +112,21 @@ def test_soft_walker_flags(tmp_path):
             demo.main(bad + ["--out", str(tmp_path)])
 
 
+def test_soft_walker_without_vulkan_keeps_its_figures(tmp_path, monkeypatch, capsys):
+    """Where a 3D robot's pictures cannot be made (no Vulkan), the walker still writes its figures and says why there
+    is no GIF, instead of losing the run to the error."""
+    demo = load_demo("soft_walker")
+
+    def no_vulkan(*args, **kwargs):
+        raise demo.WindowUnavailable("3D pictures need GGUI: no Vulkan loader (simulated)")
+
+    monkeypatch.setattr(demo.viz, "frames", no_vulkan)
+    r = demo.main(["--robot", "worm", "--starts", "1", "--iterations", "1", "--out", str(tmp_path)])
+    assert r["gif"] is None and not (tmp_path / "soft_walker.gif").exists()
+    assert json.loads((tmp_path / "soft_walker.json").read_text())["best"] == pytest.approx(r["best"])
+    assert "no GIF: 3D pictures need GGUI: no Vulkan loader (simulated)" in capsys.readouterr().out
+
+
 def test_adjoint_gap_demo(tmp_path):
     """demos/adjoint_gap.py at two time steps: the continuous adjoint's gap halves (ratio in [1.6, 3]) for both
     systems, forward mode equals the discrete gradient to round-off, the plot is written; a bad --finest is refused."""
