@@ -216,6 +216,18 @@ def run_reverse(host: ti.template(), x: ti.types.ndarray(ndim=3), x_grad: ti.typ
 
 
 @ti.kernel
+def run_fused(host: ti.template(), x: ti.types.ndarray(ndim=3), theta: ti.types.ndarray(ndim=2),
+              u: ti.types.ndarray(ndim=3), w: ti.types.ndarray(ndim=2), dt: float, t0: ti.i32, t1: ti.i32,
+              serial: ti.template()):
+    # steps t0..t1-1 in one launch, the phases as inner loops in their FUSED forms (never differentiated): the
+    # forward pass of a checkpointed segment on a CPU, the same steps to the last bit as the per-step schedule
+    ti.loop_config(serialize=serial)
+    for b in range(x.shape[0]):
+        for t in range(t0, t1):
+            fused_step(host, x, theta, u, w, dt, b, t)
+
+
+@ti.kernel
 def run_reverses(host: ti.template(), x: ti.types.ndarray(ndim=3), x_grad: ti.types.ndarray(ndim=3),
                  theta: ti.types.ndarray(ndim=2), theta_grad: ti.types.ndarray(ndim=2), u: ti.types.ndarray(ndim=3),
                  u_grad: ti.types.ndarray(ndim=3), w: ti.types.ndarray(ndim=2), w_grad: ti.types.ndarray(ndim=2),
@@ -314,8 +326,9 @@ class Scratchpad:
         return self.arrays[rows]
 
     def steps(self, x, u, t0, t1, serial, grad=False, per_step=False):
-        """Steps t0..t1-1 of the states x (B, n+1, S), one launch per step, or their reverse-mode gradient: one
-        launch in all where every phase has a hand-written reverse, unless per_step (a GPU's schedule)."""
+        """Steps t0..t1-1 of the states x (B, n+1, S), or their reverse-mode gradient. Unless per_step (a GPU's
+        schedule: a launch per step), the forward steps are one launch, and so is the gradient where every phase
+        has a hand-written reverse."""
         sim, layout = self.sim, self.sim.scratch_layout
         w = self(x.shape[1] - 1)
         protocol = Protocol.of(sim)
@@ -356,6 +369,9 @@ class Scratchpad:
             return
         if not grad:
             launch(clear, w, w.grad, recomputed, kept, t0, t1, serial)
+            if not per_step:
+                launch(run_fused, host, x, sim.theta, u, w, sim.dt, t0, t1, serial)
+                return
             for t in range(t0, t1):
                 if recomputed and t > t0:
                     launch(clear, w, w.grad, recomputed, kept, t, t, serial)
