@@ -22,7 +22,7 @@ import numpy as np
 
 import tisim
 from tisim import viz
-from tisim.gui import WindowUnavailable, window_problem
+from tisim.gui import WindowUnavailable, picture_or_reason, window_problem
 from tisim.losses import Tracking
 from tisim.optim import lbfgs
 from tisim.robots import cloth
@@ -155,12 +155,10 @@ def main(iterations=80, seed=0, size=32, out="out", progress=True, gui=False, of
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "cloth_sysid.json").write_text(json.dumps(figures, indent=2))
     fields(truth_theta, values["theta"], folder / "cloth_sysid.png")
-    try:
-        viz.save_gif(folder / "cloth_sysid.gif", viz.side_by_side(viz.frames(truth, truth.rollout(), every=40),
-                                                                  viz.frames(twin, twin.rollout(), every=40)), fps=12)
-        figures["gif"] = str(folder / "cloth_sysid.gif")
-    except WindowUnavailable as why:
-        print(f"no GIF: {why}")
+    gif = picture_or_reason(lambda: viz.save_gif(folder / "cloth_sysid.gif", viz.side_by_side(
+        viz.frames(truth, truth.rollout(), every=40), viz.frames(twin, twin.rollout(), every=40)), fps=12))
+    if gif:
+        figures["gif"] = str(gif)
     if gui:  # the twin's motion, the camera circling it, until the window is closed (opened after the GIF's scene
         # was closed: a window open while another scene closed crashed in GGUI)
         with Scene((800, 600), offscreen=offscreen, title="tisim: cloth twin") as window:

@@ -29,7 +29,7 @@ import numpy as np
 import tisim
 from tisim import viz
 from tisim.assets import ASSETS
-from tisim.gui import Window, WindowUnavailable, window_problem
+from tisim.gui import Window, picture_or_reason, window_problem
 from tisim.optim import Adam, minimize
 from tisim.scene import Scene
 from tisim.systems.mpm import BAND, MPM, Body
@@ -159,12 +159,9 @@ def main(argv=None):
     print(f"{args.dim}D walker, seed {args.seed}: {distances['first']:+.3f} m with the first gait, "
           f"{distances['best']:+.3f} m ({figures['best_body_lengths']:.2f} body lengths) with the best of "
           f"{result.iterations} iterations ({result.seconds:.0f} s); wrote {out / 'mpm_walker.json'}")
-    try:
-        gif = pictures(sim, actions, out / "mpm_walker.gif")
+    gif = picture_or_reason(lambda: pictures(sim, actions, out / "mpm_walker.gif"))  # in 3D: GGUI, so Vulkan
+    if gif:
         print(f"wrote {gif}")
-    except WindowUnavailable as why:  # a 3D walker's pictures need Vulkan
-        gif = None
-        print(f"no GIF: {why}")
     replays = 0
     if args.gui:  # opened now: while a GGUI window was open, closing the GIF's scene crashed it (Taichi 1.7.4)
         window = open_window(args.dim, args.offscreen)

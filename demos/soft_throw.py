@@ -19,7 +19,7 @@ import numpy as np
 
 import tisim
 from tisim import viz
-from tisim.gui import WindowUnavailable, window_problem
+from tisim.gui import WindowUnavailable, picture_or_reason, window_problem
 from tisim.losses import Tracking
 from tisim.optim import Adam, minimize
 from tisim.robots import from_cells
@@ -86,13 +86,11 @@ def main(iterations=60, out="out", progress=True, gui=False, offscreen=False):
     folder = pathlib.Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "soft_throw.json").write_text(json.dumps(figures, indent=2))
-    try:
-        frames = [viz.frames(sim, {"pos": path[None], "vel": np.zeros_like(path[None])}, every=80)
-                  for path in (first_path, best_path)]
-        viz.save_gif(folder / "soft_throw.gif", viz.side_by_side(*frames), fps=12)
-        figures["gif"] = str(folder / "soft_throw.gif")
-    except WindowUnavailable as why:
-        print(f"no GIF: {why}")
+    gif = picture_or_reason(lambda: viz.save_gif(folder / "soft_throw.gif", viz.side_by_side(*(
+        viz.frames(sim, {"pos": path[None], "vel": np.zeros_like(path[None])}, every=80)
+        for path in (first_path, best_path))), fps=12))
+    if gif:
+        figures["gif"] = str(gif)
     if gui:  # the best throw, the camera circling the ball, until the window is closed (opened after the GIF's
         # scene was closed: a window open while another scene closed crashed in GGUI)
         with Scene((800, 600), offscreen=offscreen, title="tisim: soft throw") as window:

@@ -30,7 +30,7 @@ import numpy as np
 
 import tisim
 from tisim import viz
-from tisim.gui import WindowUnavailable
+from tisim.gui import picture_or_reason
 from tisim.optim import Adam, minimize
 from tisim.systems.mass_spring import MassSpring, mean_x_weights
 
@@ -118,12 +118,9 @@ def main(argv=None):
     (out / "soft_walker.json").write_text(json.dumps(figures, indent=1) + "\n")
     print(f"{sim.robot.name}: walked {distances['first']:+.3f} m with the first gait, {distances['best']:+.3f} m "
           f"with the best of {result.iterations} iterations ({result.seconds:.1f} s); wrote {out / 'soft_walker.json'}")
-    try:
-        gif = pictures(sim, actions, out / "soft_walker.gif")
+    gif = picture_or_reason(lambda: pictures(sim, actions, out / "soft_walker.gif"))  # in 3D: GGUI, so Vulkan
+    if gif:
         print(f"wrote {gif}")
-    except WindowUnavailable as why:  # a 3D robot's pictures need Vulkan
-        gif = None
-        print(f"no GIF: {why}")
     return dict(figures, best_loss=losses["best"], best_recorded=losses["recorded"], history=result.history, gif=gif)
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from conftest import load_demo
 
-from tisim.gui import window_problem
+from tisim.gui import WindowUnavailable, window_problem
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +118,7 @@ def test_soft_walker_without_vulkan_keeps_its_figures(tmp_path, monkeypatch, cap
     demo = load_demo("soft_walker")
 
     def no_vulkan(*args, **kwargs):
-        raise demo.WindowUnavailable("3D pictures need GGUI: no Vulkan loader (simulated)")
+        raise WindowUnavailable("3D pictures need GGUI: no Vulkan loader (simulated)")
 
     monkeypatch.setattr(demo.viz, "frames", no_vulkan)
     r = demo.main(["--robot", "worm", "--starts", "1", "--iterations", "1", "--out", str(tmp_path)])

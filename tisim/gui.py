@@ -19,6 +19,16 @@ class WindowUnavailable(RuntimeError):
     """No GGUI window can open here; the message says why and what to install."""
 
 
+def picture_or_reason(make):
+    """make() (which writes a picture and returns its path), or None where GGUI cannot draw here (no Vulkan for a 3D
+    scene), with the reason printed: a demo's figures never wait on its pictures."""
+    try:
+        return make()
+    except WindowUnavailable as why:
+        print(f"no GIF: {why}")
+        return None
+
+
 def window_problem(offscreen=False):
     """Why no window can open here, or None. Checks the display (unless offscreen) and the Vulkan loader."""
     if not offscreen and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
