@@ -133,14 +133,21 @@ class MassSpring(System):
     @ti.func
     def spring_force(self, x: ti.template(), theta: ti.template(), u: ti.template(), b, t, s, i, j):
         """The force of spring s on its end i from its other end j."""
+        dv, r, n, stretch = self.spring_terms(x, u, b, t, s, i, j)
+        L = self.param(theta, "rest", b, s) * stretch
+        return (self.param(theta, "k", b, s) * (r - L) + self.param(theta, "damping", b, 0) * dv.dot(n)) * n
+
+    @ti.func
+    def spring_terms(self, x: ti.template(), u: ti.template(), b, t, s, i, j):
+        """(dv, r, n, stretch) of spring s from its end i to its end j: d = x_j - x_i = r n, dv = v_j - v_i, and
+        its rest length's factor 1 + a (1 for a passive spring)."""
         d = self.state(x, "pos", b, t, j) - self.state(x, "pos", b, t, i)
         dv = self.state(x, "vel", b, t, j) - self.state(x, "vel", b, t, i)
         r = d.norm()
-        n = d / r
-        L = self.param(theta, "rest", b, s)
+        stretch = 1.0
         if ti.static(self.has_actuators):  # a passive body (a cloth) skips three loads a spring end
-            L *= 1.0 + self.actuated[s] * self.action(u, "activation", b, t, self.actuator_of[s])
-        return (self.param(theta, "k", b, s) * (r - L) + self.param(theta, "damping", b, 0) * dv.dot(n)) * n
+            stretch += self.actuated[s] * self.action(u, "activation", b, t, self.actuator_of[s])
+        return dv, r, d / r, stretch
 
     @ti.func
     def weight(self, theta: ti.template(), b):
@@ -217,13 +224,7 @@ class MassSpring(System):
                         s):
         # f = phi n, phi = k (r - L) + c dv . n, n = d / r: dn/dd = (1 - n n^T) / r, dr/dd = n
         i, j = self.end[s, 0], self.end[s, 1]
-        d = self.state(x, "pos", b, t, j) - self.state(x, "pos", b, t, i)
-        dv = self.state(x, "vel", b, t, j) - self.state(x, "vel", b, t, i)
-        r = d.norm()
-        n = d / r
-        stretch = 1.0
-        if ti.static(self.has_actuators):
-            stretch += self.actuated[s] * self.action(u, "activation", b, t, self.actuator_of[s])
+        dv, r, n, stretch = self.spring_terms(x, u, b, t, s, i, j)
         rest, k, c = self.param(theta, "rest", b, s), self.param(theta, "k", b, s), self.param(theta, "damping", b, 0)
         phi = k * (r - rest * stretch) + c * dv.dot(n)
         f_bar = self.scratch(wg, "spring_force", b, t, s)
