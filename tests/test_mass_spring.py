@@ -8,6 +8,7 @@ import pytest
 import taichi as ti
 
 import tisim
+from tisim.quantities import Scratch
 from tisim.robots import Robot, grid
 from tisim.systems.mass_spring import MassSpring, mean_x_weights, reference_actions
 
@@ -135,6 +136,13 @@ class RecomputedSprings(MassSpring):
     SCRATCH = tuple(dataclasses.replace(q, keep=False) for q in MassSpring.SCRATCH)
 
 
+class MixedScratch(MassSpring):
+    """MassSpring with a recomputed scratch beside its kept spring forces (nothing writes it): the one-launch
+    backward pass then zeroes and refills each step's scratch, kept row included, before the reverses run."""
+
+    SCRATCH = MassSpring.SCRATCH + (Scratch("spare", "-", "unused", shape=("n_particles",), keep=False),)
+
+
 def schedule_results(make, per_step):
     """Loss, trajectory and gradients (every group, unrolled and checkpointed, with a Custom term) of one schedule."""
     robot = Robot.load("worm")
@@ -166,7 +174,9 @@ def schedule_results(make, per_step):
     (functools.partial(MassSpring, schedule="phased"), True),
     (functools.partial(RecomputedSprings, schedule="phased"), False),
     (functools.partial(RecomputedSprings, schedule="phased"), True),
-], ids=["items-per-step", "phased", "phased-per-step", "phased-recomputed", "phased-recomputed-per-step"])
+    (functools.partial(MixedScratch, schedule="phased"), False),
+], ids=["items-per-step", "phased", "phased-per-step", "phased-recomputed", "phased-recomputed-per-step",
+        "phased-kept-and-recomputed"])
 def test_every_schedule_gives_the_same_gradients(make, per_step):
     """Every schedule gives the fused item-wise schedule's loss, trajectory and gradients in every group, unrolled
     and checkpointed, with a Custom loss term too, to 1e-12: the item-wise step one launch per step, the phased step
@@ -180,6 +190,21 @@ def test_every_schedule_gives_the_same_gradients(make, per_step):
         np.testing.assert_allclose(results[key], reference[key], rtol=1e-12,
                                    atol=1e-12 * np.abs(reference[key]).max(initial=0.0), err_msg=key)
     assert np.abs(reference["actions"]).max() > 0 and np.abs(reference["c_k"]).max() > 0
+
+
+def test_the_one_launch_backward_pass_leaves_kept_scratch_as_the_forward_pass_wrote_it():
+    """Refilling a step's recomputed scratch reruns the phases that also write its kept row: that row is zeroed
+    first, so a reverse that reads it reads the forward pass's values, not twice them."""
+    sim = MixedScratch(horizon=20, robot="worm")
+    sim.set_actions(reference_actions(sim))
+    loss = tisim.losses.TerminalSum(mean_x_weights(sim))
+    sim.evaluate(loss)
+    forward = sim._scratch(sim.T).to_numpy()
+    sim.gradient(loss)
+    after = sim._scratch(sim.T).to_numpy()
+    kept = slice(sim.scratch_layout.recomputed.size, None)
+    assert np.abs(forward[:, kept]).max() > 0
+    np.testing.assert_array_equal(after[:, kept], forward[:, kept])
 
 
 def test_recomputed_scratch_does_not_grow_with_the_horizon():

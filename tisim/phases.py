@@ -242,10 +242,12 @@ def run_reverses(host: ti.template(), x: ti.types.ndarray(ndim=3), x_grad: ti.ty
             t = t1 - 1 - k
             for r in range(recomputed + t * kept, recomputed + (t + 1) * kept):
                 w_grad[b, r] = 0.0
-            if ti.static(recomputed):
+            if ti.static(recomputed):  # the refill writes the step's kept row again, so that is zeroed too
                 for r in range(recomputed):
                     w[b, r] = 0.0
                     w_grad[b, r] = 0.0
+                for r in range(recomputed + t * kept, recomputed + (t + 1) * kept):
+                    w[b, r] = 0.0
                 for phase in ti.static(host.fused_phases[:-1]):
                     for i in range(phase[1]):
                         phase[0](x, theta, u, w, dt, b, t, i)
