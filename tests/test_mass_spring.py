@@ -137,10 +137,36 @@ class RecomputedSprings(MassSpring):
 
 
 class MixedScratch(MassSpring):
-    """MassSpring with a recomputed scratch beside its kept spring forces (nothing writes it): the one-launch
-    backward pass then zeroes and refills each step's scratch, kept row included, before the reverses run."""
+    """MassSpring with a recomputed scratch beside its kept spring forces, and a kept scratch added into, declared
+    first, that the layout puts before the assigned spring forces (nothing writes either): the one-launch backward
+    pass then zeroes and refills each step's scratch, kept row included, before the reverses run."""
 
-    SCRATCH = MassSpring.SCRATCH + (Scratch("spare", "-", "unused", shape=("n_particles",), keep=False),)
+    SCRATCH = ((Scratch("tally", "-", "unused", shape=("n_particles",)),) + MassSpring.SCRATCH
+               + (Scratch("spare", "-", "unused", shape=("n_particles",), keep=False),))
+
+
+class UnassignedSpring(MassSpring):
+    """Spring 0's force is never assigned: its entry keeps whatever it held."""
+
+    @ti.func
+    def springs(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, s):
+        if s > 0:
+            i, j = self.end[s, 0], self.end[s, 1]
+            self.assign(w, "spring_force", b, t, s, self.spring_force(x, theta, u, b, t, s, i, j))
+
+
+class UnsetParticle(MassSpring):
+    """The fused particle phase never sets particle 3's next state."""
+
+    @ti.func
+    def particles_fused(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b,
+                        t, i):
+        if i != 3:
+            self.move(x, theta, dt, b, t, i, self.load(theta, w, b, t, i), True)
+
+
+class AssignsAddedScratch(MassSpring):
+    SCRATCH = tuple(dataclasses.replace(q, assigned=False) for q in MassSpring.SCRATCH)
 
 
 def schedule_results(make, per_step):
@@ -205,6 +231,33 @@ def test_the_one_launch_backward_pass_leaves_kept_scratch_as_the_forward_pass_wr
     kept = slice(sim.scratch_layout.recomputed.size, None)
     assert np.abs(forward[:, kept]).max() > 0
     np.testing.assert_array_equal(after[:, kept], forward[:, kept])
+
+
+def test_the_kept_scratch_layout_puts_assigned_entries_after_those_added_into():
+    layout = MixedScratch(horizon=2, robot="worm").scratch_layout
+    n, springs = MixedScratch(horizon=1, robot="worm").sizes["n_particles"], MassSpring(horizon=1, robot="worm")
+    assert layout.kept.offsets == {"tally": 0, "spring_force": n}
+    assert layout.zeroed == (n, n) and layout.assigned == {"spring_force"}
+    assert layout.kept.size == n + 2 * springs.sizes["n_springs"]
+
+
+@pytest.mark.parametrize("cls", [UnassignedSpring, UnsetParticle])
+def test_debug_mode_finds_an_entry_the_fused_forward_pass_leaves_unwritten(cls):
+    """The fused forward pass does not zero assigned scratch or the next state that the last phase's fused form
+    sets, so an entry a phase forgets would keep a stale value. In debug mode they are filled with NaN first: the
+    rollout stops at the first step, named."""
+    tisim.init(precision="f64", deterministic=True, debug=True)  # the next test's fixture restores the runtime
+    good = MassSpring(horizon=5, robot="worm")
+    good.evaluate(tisim.losses.TerminalSum(mean_x_weights(good)))
+    sim = cls(horizon=5, robot="worm")
+    with pytest.raises(tisim.NonFiniteError, match="non-finite at step 1 of 5"):
+        sim.evaluate(tisim.losses.TerminalSum(mean_x_weights(sim)))
+
+
+def test_assign_is_refused_for_scratch_that_is_added_into():
+    sim = AssignsAddedScratch(horizon=3, robot="worm")
+    with pytest.raises(Exception, match="assign: scratch 'spring_force' is added into"):
+        sim.evaluate(tisim.losses.TerminalSum(mean_x_weights(sim)))
 
 
 def test_recomputed_scratch_does_not_grow_with_the_horizon():

@@ -8,7 +8,10 @@ dimension its shapes allow, with no offset arithmetic.
 
 Steps never store into the next state themselves: ``advance`` accumulates into it. The engine zeroes x[t+1] before
 the step, and a plain store there would give the same rollout but erase the adjoint that the backward pass has left
-in x.grad[t+1] (taichi-facts.md: a second write must be +=).
+in x.grad[t+1] (taichi-facts.md: a second write must be +=). Two stores are allowed where that cannot happen:
+``assign`` sets an entry of assigned scratch, written once a step by one item (Scratch(assigned=True); nothing
+has reached it to erase when it is written), and ``set_next`` sets the next state from the FUSED form of the last
+phase, which is never differentiated (tisim/phases.py).
 """
 import numpy as np
 import taichi as ti
@@ -52,6 +55,18 @@ def add3(a: ti.template(), b, t, base, shape: ti.template(), value):
 
 
 @ti.func
+def set3(a: ti.template(), b, t, base, shape: ti.template(), value):
+    if ti.static(len(shape) == 2):
+        for r, c in ti.static(ti.ndrange(shape[0], shape[1])):
+            a[b, t, base + r * shape[1] + c] = value[r, c]
+    elif ti.static(len(shape) == 1):
+        for k in ti.static(range(shape[0])):
+            a[b, t, base + k] = value[k]
+    else:
+        a[b, t, base] = value
+
+
+@ti.func
 def read2(a: ti.template(), b, base, shape: ti.template()):
     if ti.static(len(shape) == 2):
         return ti.Matrix([[a[b, base + r * shape[1] + c] for c in ti.static(range(shape[1]))]
@@ -74,6 +89,26 @@ def add2(a: ti.template(), b, base, shape: ti.template(), value):
         a[b, base] += value
 
 
+@ti.func
+def set2(a: ti.template(), b, base, shape: ti.template(), value):
+    if ti.static(len(shape) == 2):
+        for r, c in ti.static(ti.ndrange(shape[0], shape[1])):
+            a[b, base + r * shape[1] + c] = value[r, c]
+    elif ti.static(len(shape) == 1):
+        for k in ti.static(range(shape[0])):
+            a[b, base + k] = value[k]
+    else:
+        a[b, base] = value
+
+
+def assigned_entry(layout, name):
+    """ScratchLayout.entry for System.assign, refused for scratch not declared assigned=True."""
+    if name in layout.names and name not in layout.assigned:
+        raise ValueError(f"assign: scratch {name!r} is added into (accumulate); declare it Scratch(..., "
+                         "assigned=True) to set each entry once a step")
+    return layout.entry(name)
+
+
 class Accessors:
     """Mixin of Model (tisim/model.py): the @ti.func accessors a step uses (the kernels inline them; nothing runs
     in Python)."""
@@ -89,6 +124,13 @@ class Accessors:
         """Accumulate `value` into item i of state `name` at step t + 1 (the step's result)."""
         offset, width, shape = ti.static(entry_shape(self.state_layout, name))
         add3(x, b, t + 1, offset + i * width, shape, value)
+
+    @ti.func
+    def set_next(self, x: ti.template(), name: ti.template(), b, t, i, value):
+        """Set item i of state `name` at step t + 1: only in the FUSED form of the last phase, which sets every
+        entry of the next state once (the engine does not zero it for that form; see tisim/phases.py)."""
+        offset, width, shape = ti.static(entry_shape(self.state_layout, name))
+        set3(x, b, t + 1, offset + i * width, shape, value)
 
     @ti.func
     def add_state(self, x: ti.template(), name: ti.template(), b, t, i, value):
@@ -145,3 +187,10 @@ class Accessors:
         base, width, shape = ti.static(self.scratch_layout.entry(name))
         step = ti.static(self.scratch_layout.step_width(name))
         add2(w, b, base + t * step + i * width, shape, value)
+
+    @ti.func
+    def assign(self, w: ti.template(), name: ti.template(), b, t, i, value):
+        """Set item i of assigned scratch `name` for step t: the one write of that entry in the step."""
+        base, width, shape = ti.static(assigned_entry(self.scratch_layout, name))
+        step = ti.static(self.scratch_layout.step_width(name))
+        set2(w, b, base + t * step + i * width, shape, value)

@@ -56,7 +56,8 @@ class Model(Accessors):
 
     A step made of loops over different domains (springs, then particles; an MPM grid) declares PHASES and SCRATCH
     instead (tisim/phases.py, docs/adding_a_system.md): each phase a @ti.func over one item of its domain, with
-    per-step scratch between phases that the engine zeroes, and keeps per step or recomputes in the backward pass.
+    per-step scratch between phases that the engine zeroes (or that items assign), and keeps per step or recomputes
+    in the backward pass.
     A system with both forms (PHASES and ITEMS) takes a `schedule` keyword, "items" or "phased" (default: phased).
 
     A system whose structure goes beyond sizes (which particles each spring joins) implements
@@ -109,6 +110,8 @@ class Model(Accessors):
         self.fused_phases = phase_list(self, fused=True) if self.phases else []
         # every phase with a hand-written reverse: on a CPU the backward pass is one launch (phases.run_reverses)
         self.fused_reverse = bool(self.phases) and all(phase[2] == ADJOINT for phase in self.phases)
+        # the last phase's FUSED form sets the whole next state (System.set_next): the fused pass leaves it unzeroed
+        self.sets_next = bool(self.phases) and self.PHASES[-1][0] in self.FUSED
 
     # ---- kernels (run on the shared model, on a simulator's arrays) ----------------------------------------------
     @ti.kernel
@@ -156,7 +159,10 @@ class Model(Accessors):
             if nonfinite_row(x, b, 0, self._unrolled):
                 first = 0
             for t in range(x.shape[1] - 1):
-                clear_row(x, b, t + 1, self._unrolled)
+                if ti.static(not self.sets_next):
+                    clear_row(x, b, t + 1, self._unrolled, 0.0)
+                elif ti.static(runtime.settings()["debug"]):  # an entry left unset ends the rollout here
+                    clear_row(x, b, t + 1, self._unrolled, ti.math.nan)
                 if ti.static(self.phases):
                     fused_step(self, x, theta, u, scratch, dt, b, t)
                 else:

@@ -31,7 +31,10 @@ read y.
 
 A plain phase may name a forward-only form for the fused schedule below, FUSED = {"scatter": ("scatter_point",
 "n_particles")}: the same sums over another domain (MPM: a point with its cells unrolled, for a pair), in the same
-order, so that both schedules take the same steps to the last bit.
+order, so that both schedules take the same steps to the last bit. The last phase's FUSED form sets the next
+state (System.set_next) instead of adding into it, every entry once: nothing differentiates it, so the += rule
+has nothing to protect there, and the engine does not zero x[t+1] before it (on the 64 x 64 cloth the zeroing and
+the adds cost 5% of the forward pass).
 
 A plain phase may have a hand-written reverse, ADJOINTS = {"gather": ("gather_adjoint", "n_particles")}:
 ``gather_adjoint(self, x, theta, u, w, x_grad, theta_grad, u_grad, w_grad, dt, b, t, i)``, never differentiated,
@@ -53,15 +56,20 @@ The schedules:
   step's recomputed scratch refilled by the FUSED forms, then the reverses, last phase first (run_reverses; on
   MassSpring's 256-particle body the launch per step cost more than the step).
 
-Scratch is zeroed by the engine before each step. Kept scratch (keep=True) has a row per step, which the backward
-pass reads; recomputed scratch (keep=False) has one row, and the backward pass of step t first reruns the step's
-earlier phases on x[t] to refill it.
+Scratch is zeroed by the engine before each step, except, in the fused forward pass, assigned scratch
+(Scratch(assigned=True)), whose every entry one item sets once a step (System.assign). Kept scratch (keep=True)
+has a row per step, which the backward pass reads; recomputed scratch (keep=False) has one row, and the backward
+pass of step t first reruns the step's earlier phases on x[t] to refill it. In Taichi's debug mode
+(tisim.init(debug=True)) the fused forward pass fills assigned scratch and a next state that is set with NaN
+instead, so an entry a phase forgets ends the rollout with a NonFiniteError at that step.
 
 Layout of w, shape (B, R + rows K): the recomputed scratch first (R entries), then one row of K kept entries per
-step of the arrays it serves (the full horizon, or one checkpointed segment).
+step of the arrays it serves (the full horizon, or one checkpointed segment); in each part the assigned scratch
+follows the scratch that is added into.
 """
 import os
 
+import numpy as np
 import taichi as ti
 
 from tisim import runtime
@@ -98,9 +106,15 @@ class ScratchLayout:
     """Offsets of the scratch in w, for given structural sizes."""
 
     def __init__(self, scratch, sizes):
+        self.names = [q.name for q in scratch]
+        self.assigned = {q.name for q in scratch if q.assigned}
+        # assigned scratch last in each part, so the entries a step must zero are a prefix of it
+        scratch = sorted(scratch, key=lambda q: q.assigned)
         self.recomputed = Layout([q for q in scratch if not q.keep], sizes, "scratch")
         self.kept = Layout([q for q in scratch if q.keep], sizes, "scratch")
-        self.names = [q.name for q in scratch]
+        # (recomputed, kept) entries that items add into, which the fused forward pass zeroes before a step
+        self.zeroed = tuple(sum(int(np.prod(layout.shapes[q.name], dtype=int)) for q in layout.quantities.values()
+                                if not q.assigned) for layout in (self.recomputed, self.kept))
 
     def width(self, rows):
         return self.recomputed.size + rows * self.kept.size
@@ -295,12 +309,21 @@ def clear(w: ti.types.ndarray(ndim=2), w_grad: ti.types.ndarray(ndim=2), recompu
 def fused_step(host: ti.template(), x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(),
                dt, b, t):
     # The phases as inner loops of the engine's one-kernel forward pass (never differentiated: see above); the
-    # step's scratch is zeroed here, while it is in cache
+    # step's scratch that items add into is zeroed here, while it is in cache. Assigned scratch is not: on the
+    # 64 x 64 cloth, zeroing its spring forces cost 10% of the forward pass. In debug mode it is filled with NaN
+    # instead, so that an entry no item assigns makes the rollout non-finite.
     recomputed, kept = ti.static(host.scratch_layout.recomputed.size, host.scratch_layout.kept.size)
-    for k in range(recomputed):
+    zeroed = ti.static(host.scratch_layout.zeroed)
+    row = recomputed + t * kept  # where the step's kept scratch starts
+    for k in range(zeroed[0]):
         w[b, k] = 0.0
-    for k in range(recomputed + t * kept, recomputed + (t + 1) * kept):
-        w[b, k] = 0.0
+    for k in range(zeroed[1]):
+        w[b, row + k] = 0.0
+    if ti.static(runtime.settings()["debug"]):
+        for k in range(zeroed[0], recomputed):
+            w[b, k] = ti.math.nan
+        for k in range(zeroed[1], kept):
+            w[b, row + k] = ti.math.nan
     for phase, size, repeats, solver in ti.static(host.fused_phases):
         if ti.static(repeats == IMPLICIT):
             ti.static(solver[0])(x, theta, u, w, dt, b, t)

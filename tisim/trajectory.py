@@ -33,14 +33,14 @@ def prepare_grads(x_grad: ti.template(), theta_grad: ti.template(), u_grad: ti.t
 
 
 @ti.func
-def clear_row(x: ti.template(), b, t, unrolled: ti.template()):
-    # steps accumulate into x[t+1] with +=, so each starts from zero
+def clear_row(x: ti.template(), b, t, unrolled: ti.template(), value: ti.template()):
+    # steps accumulate into x[t+1] with +=, so each starts from zero (value: NaN where it must be set instead)
     if ti.static(unrolled):
         for k in ti.static(range(unrolled)):
-            x[b, t, k] = 0.0
+            x[b, t, k] = value
     else:
         for k in range(x.shape[2]):
-            x[b, t, k] = 0.0
+            x[b, t, k] = value
 
 
 @ti.func
@@ -71,7 +71,7 @@ def prepare(x: ti.template(), x0: ti.template(), loss: ti.template(), x_grad: ti
     for k in range(x.shape[2]):
         x[b, 0, k] = x0[b, k]
     for t in range(1, x.shape[1]):
-        clear_row(x, b, t, 0)
+        clear_row(x, b, t, 0, 0.0)
     prepare_grads(x_grad, theta_grad, u_grad, loss, loss_grad, b, grads)
 
 

@@ -86,7 +86,8 @@ class MassSpring(System):
                        shape=("n_actuators",), bounds="(-1, inf)"),)
     STRUCTURE = ("dim", "n_particles", "n_springs", "n_actuators", "degree", "n_spheres", "n_boxes")
     N_SPHERES_MIN = N_BOXES_MIN = 0
-    SCRATCH = (Scratch("spring_force", "N", "force of each spring on its first particle", shape=("n_springs", "dim")),)
+    SCRATCH = (Scratch("spring_force", "N", "force of each spring on its first particle", shape=("n_springs", "dim"),
+                       assigned=True),)
     # the two forms of the step (see the module docstring)
     PHASES = (("springs", "n_springs"), ("particles", "n_particles"))
     ITEMS = "n_particles"
@@ -157,7 +158,7 @@ class MassSpring(System):
     @ti.func
     def contact(self, theta: ti.template(), b, p, v, branch: ti.template()):
         """The force of the ground and the obstacles on a particle at p moving at v. branch: skip the laws where
-        the particle touches nothing (the same force; for passes that are never differentiated)."""
+        the particle touches nothing (the same force; for forms that are never differentiated)."""
         kc, kd, s = self.param(theta, "kc", b, 0), self.param(theta, "kd", b, 0), self.param(theta, "softness", b, 0)
         mu, eps = self.param(theta, "mu", b, 0), self.param(theta, "eps", b, 0)
         f = ti.Vector.zero(float, self.dim)
@@ -182,21 +183,27 @@ class MassSpring(System):
             return point_box(p, self.param(theta, "box_center", b, r), self.param(theta, "box_half", b, r))
 
     @ti.func
-    def move(self, x: ti.template(), theta: ti.template(), dt, b, t, i, f, branch: ti.template()):
+    def move(self, x: ti.template(), theta: ti.template(), dt, b, t, i, f, fused: ti.template()):
         """Particle i under the force f (weight and springs) and contact: one semi-implicit Euler step, or none
-        for a pinned particle."""
+        for a pinned particle. fused: the forward-only form, which skips the contact laws where nothing touches
+        and sets the next state rather than adding into it."""
         p, v = self.state(x, "pos", b, t, i), self.state(x, "vel", b, t, i)
-        f += self.contact(theta, b, p, v, branch) - self.param(theta, "drag", b, 0) * v
+        f += self.contact(theta, b, p, v, fused) - self.param(theta, "drag", b, 0) * v
         p_next, v_next = semi_implicit_euler(p, v, f / self.param(theta, "m", b, 0), dt)
-        self.advance(x, "pos", b, t, i, p + self.free[i] * (p_next - p))
-        self.advance(x, "vel", b, t, i, self.free[i] * v_next)
+        p_next, v_next = p + self.free[i] * (p_next - p), self.free[i] * v_next
+        if ti.static(fused):
+            self.set_next(x, "pos", b, t, i, p_next)
+            self.set_next(x, "vel", b, t, i, v_next)
+        else:
+            self.advance(x, "pos", b, t, i, p_next)
+            self.advance(x, "vel", b, t, i, v_next)
 
     # The phased step. No branches in either loop (reverse mode crashed on them here): padding entries of the
     # incidence table are weighed out by a sign of 0.
     @ti.func
     def springs(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, s):
         i, j = self.end[s, 0], self.end[s, 1]
-        self.accumulate(w, "spring_force", b, t, s, self.spring_force(x, theta, u, b, t, s, i, j))
+        self.assign(w, "spring_force", b, t, s, self.spring_force(x, theta, u, b, t, s, i, j))
 
     @ti.func
     def particles(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, i):
@@ -212,7 +219,8 @@ class MassSpring(System):
 
     # The fused forward pass's form of the particle phase and the phases' reverses (tisim/phases.py: FUSED and
     # ADJOINTS), never differentiated: they skip the contact laws where a particle touches nothing (most particles
-    # of a cloth or a walker, most of the time), a branch Taichi's reverse mode could not take here.
+    # of a cloth or a walker, most of the time), a branch Taichi's reverse mode could not take here, and the fused
+    # form sets the next state, which the engine then need not zero.
     @ti.func
     def particles_fused(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b,
                         t, i):

@@ -246,15 +246,16 @@ class MPM(Transfers, System):
     ACTION = (Quantity("activation", 0.0, "-", "activation of each actuator's fibres", shape=("n_actuators",)),)
     SCRATCH = (
         Scratch("affine", "kg/s", "affine momentum of each point: m C minus its stress term", shape=("n_particles",
-                "dim", "dim"), keep=False),
+                "dim", "dim"), keep=False, assigned=True),
         Scratch("deformation", "-", "each point's deformation gradient after the step: F' made admissible by the "
-                "material", shape=("n_particles", "dim", "dim"), keep=False),
+                "material", shape=("n_particles", "dim", "dim"), keep=False, assigned=True),
         Scratch("grid_mass", "kg", "mass of each grid cell", shape=("n_cells",), keep=False),
         Scratch("grid_momentum", "kg m/s", "momentum of each grid cell", shape=("n_cells", "dim"), keep=False),
         Scratch("grid_velocity", "m/s", "velocity of each grid cell after forces and walls", shape=("n_cells", "dim"),
-                keep=False),
+                keep=False, assigned=True),
     )
     PHASES = (("stress", "n_particles"), ("scatter", "n_pairs"), ("grid", "n_cells"), ("gather", "n_pairs"))
+    FUSED = dict(Transfers.FUSED, stress=("stress_fused", "n_particles"))
     STRUCTURE = ("dim", "n_grid", "n_cells", "n_particles", "n_pairs", "n_groups", "n_actuators")
     OPTIONS = {"floor": ("sticky", "slip", "friction"), "walls": ("slip", "sticky", "friction"),
                "material": tuple(MATERIALS)}
@@ -333,10 +334,28 @@ class MPM(Transfers, System):
     # ---- the phases stress and grid (scatter and gather: tisim/systems/mpm_transfers.py) ---------------------
     @ti.func
     def stress(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, p):
-        """Point p's affine momentum m_p C_p - 4 dt V_p tau_p / h^2, with tau_p the Kirchhoff stress at F'."""
+        self.stress_of(x, theta, u, w, dt, b, t, p, False)
+
+    @ti.func
+    def stress_fused(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t,
+                     p):
+        self.stress_of(x, theta, u, w, dt, b, t, p, True)
+
+    @ti.func
+    def stress_of(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, p,
+                  fused: ti.template()):
+        """Point p's deformation gradient after the step, and its affine momentum m_p C_p - 4 dt V_p tau_p / h^2,
+        with tau_p the Kirchhoff stress at F'. The phase adds them into zeroed scratch: with stores, Taichi's
+        reverse mode of the corotated stress crashed (segmentation fault), and with the two returned from a
+        function that the phase and its fused form shared, its float32 reverse was wrong (0.1% tolerance,
+        tests/test_mpm.py). The fused forward's form (never differentiated) sets them, as it must set assigned
+        scratch."""
         g = self.group_of[p]
         F = self.admissible(self.deformed(x, dt, b, t, p), theta, b, g)
-        self.accumulate(w, "deformation", b, t, p, F)
+        if ti.static(fused):
+            self.assign(w, "deformation", b, t, p, F)
+        else:
+            self.accumulate(w, "deformation", b, t, p, F)
         fibre = F @ ti.Vector.unit(self.dim, 1, float)
         active = self.actuated[p] * self.action(u, "activation", b, t, self.actuator_of[p])
         E, nu = self.param(theta, "E", b, g), self.param(theta, "nu", b, g)
@@ -345,7 +364,10 @@ class MPM(Transfers, System):
             + active * self.param(theta, "actuation", b, 0) * fibre.outer_product(fibre)
         affine = self.mass(theta, b, p) * self.state(x, "C", b, t, p) \
             - (4.0 * dt * self.volume * self.n_grid ** 2) * tau
-        self.accumulate(w, "affine", b, t, p, affine)
+        if ti.static(fused):
+            self.assign(w, "affine", b, t, p, affine)
+        else:
+            self.accumulate(w, "affine", b, t, p, affine)
 
     @ti.func
     def grid(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, c):
@@ -365,4 +387,4 @@ class MPM(Transfers, System):
                     speed = ti.sqrt(v.dot(v) + 1e-30)  # v's normal component is zero here; the 1e-30 guards 0 / 0
                     kept = ti.max(0.0, 1.0 - self.param(theta, "mu", b, 0) * ti.abs(free[k]) / speed)
                 v = v * (1.0 - pressing * (1.0 - kept))
-        self.accumulate(w, "grid_velocity", b, t, c, v)
+        self.assign(w, "grid_velocity", b, t, c, v)

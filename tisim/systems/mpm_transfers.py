@@ -106,10 +106,10 @@ class Transfers:
             vel += v
             C += (4.0 * self.n_grid ** 2) * v.outer_product(d)
             pos += dt * v
-        self.advance(x, "vel", b, t, p, vel)
-        self.advance(x, "C", b, t, p, C)
-        self.advance(x, "pos", b, t, p, pos + self.state(x, "pos", b, t, p))
-        self.advance(x, "F", b, t, p, self.scratch(w, "deformation", b, t, p))
+        self.set_next(x, "vel", b, t, p, vel)
+        self.set_next(x, "C", b, t, p, C)
+        self.set_next(x, "pos", b, t, p, pos + self.state(x, "pos", b, t, p))
+        self.set_next(x, "F", b, t, p, self.scratch(w, "deformation", b, t, p))
 
     # ---- the hand-written reverses of scatter and gather (tisim/phases.py, ADJOINTS) ---------------------------
     # Per point with its cells unrolled, as the fused forms. With q = n x_p and fx = q - floor(q - 1/2), a cell's
