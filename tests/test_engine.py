@@ -231,12 +231,30 @@ def test_gpu_code_paths_agree_with_the_cpu_ones():
 
     tisim.init(**{**TEST_SETTINGS, "arch": "cpu"})
     cpu_sim, expected = run()
-    assert not cpu_sim._per_step and cpu_sim._launch._cpu
+    assert not cpu_sim._per_step and cpu_sim._launch._cpu and cpu_sim._views["u"] is not None
     tisim.init(**{**TEST_SETTINGS, "arch": "cuda"})
     gpu_sim, results = run()
-    assert gpu_sim._per_step and not gpu_sim._launch._cpu
+    assert gpu_sim._per_step and not gpu_sim._launch._cpu and gpu_sim._views["u"] is None
     for got, want in zip(results, expected):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("arch", ["cpu", "cuda"])
+def test_inputs_reach_the_arrays_rounded_as_numpy_rounds_them(arch):
+    """In float32 the float64 inputs are rounded on upload, by numpy through a view of the arrays' memory on a CPU
+    and by a kernel elsewhere (here Taichi's CPU fallback of arch="cuda"): to the nearest float32 either way."""
+    tisim.init(**{**TEST_SETTINGS, "arch": arch, "precision": "f32"})
+    rng = np.random.default_rng(3)
+    sim = tisim.systems.Linear(horizon=7, batch=2, n=2, m=2)
+    values = dict(actions=rng.normal(size=(2, 7, 2)), A=rng.normal(size=(2, 2, 2)), x=rng.normal(size=(2, 2)))
+    sim.set_actions(values["actions"])
+    sim.set_params(A=values["A"])
+    sim.set_initial_state(x=values["x"])
+    sim.rollout()
+    np.testing.assert_array_equal(sim.u.to_numpy(), values["actions"].astype(np.float32).reshape(sim.u.shape))
+    np.testing.assert_array_equal(sim.param_layout.unpack(sim.theta.to_numpy())["A"], values["A"].astype(np.float32))
+    np.testing.assert_array_equal(sim.state_layout.unpack(sim.x0.to_numpy())["x"], values["x"].astype(np.float32))
+    assert np.abs(values["actions"].astype(np.float32) - values["actions"]).max() > 0  # rounding was needed
 
 
 def test_a_long_list_of_bad_entries_is_cut_short():

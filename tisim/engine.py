@@ -24,7 +24,7 @@ from tisim.losses import _Bound
 from tisim.model import Model, check_count, check_dt, model_of, structure
 from tisim.phases import Scratchpad
 from tisim.quantities import near_miss
-from tisim.trajectory import begin, copy, copy2, copy3, copy_step, download, finish, is_small
+from tisim.trajectory import begin, copy, copy2, copy3, copy_step, download, finish, host_view, is_small
 
 METHODS = ("unrolled", "checkpointed", "forward", "adjoint")
 MODES = ("auto", "reverse", "forward")
@@ -88,6 +88,8 @@ class System(Model):
         self.u = ti.ndarray(real, (B, T, self.action_layout.size), needs_grad=True)
         self.x0 = ti.ndarray(real, (B, self.state_layout.size))
         self.loss = ti.ndarray(real, (B,), needs_grad=True)
+        # on a CPU the inputs are uploaded by numpy through views of the arrays' memory
+        self._views = {name: host_view(getattr(self, name)) for name in STALE_ALL}
         # kernel calls bound to these arrays (tisim/launch.py); the host-side copies below stay at fixed addresses
         self._launch = Launches()
         # each attribute read of a data-oriented kernel costs ~7 us
@@ -95,8 +97,9 @@ class System(Model):
         self._step_items_kernel = self.model._step_items
         self._no_loss = None  # the loss tables of a rollout without a loss, made when first needed
         self._status_host = np.empty((B, 2), dtype=runtime.numpy_real())
-        # a persistent host copy of dL/da only where it is small: on large bodies it would be one more O(T) array
-        small = B * T * self.action_layout.size <= HOST_BUFFER_ENTRIES
+        # off the CPU, a persistent host copy of dL/da where it is small: on large bodies it would be one more O(T)
+        # array
+        small = B * T * self.action_layout.size <= HOST_BUFFER_ENTRIES and self._views["u"] is None
         self._u_grad_host = np.empty((B, T, self.action_layout.size), dtype=runtime.numpy_real()) if small else None
         self._serial = is_small(B * (T + 1) * max(self.state_layout.size, 1), B)
         self._scratch = Scratchpad(self)
@@ -194,6 +197,8 @@ class System(Model):
             host, target = {"theta": self._theta, "x0": self._x0, "u": self._u}[name], getattr(self, name)
             if name == "theta" and not self.param_layout.size:
                 copy(np.zeros((self.B, 1), dtype=runtime.numpy_real()), target)
+            elif self._views[name] is not None:
+                np.copyto(self._views[name], host, casting="same_kind")
             else:  # the simulator's own float64 buffers, at fixed addresses: a bound call, which also converts
                 self._launch(copy2 if host.ndim == 2 else copy3, host, target, is_small(host.size, self.B))
         self._stale = set()
