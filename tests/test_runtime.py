@@ -100,6 +100,19 @@ def test_restart_invalidates_old_simulators():
         tisim.init(**TEST_SETTINGS)
 
 
+def test_a_gradient_unread_at_a_restart_says_so_when_read():
+    """A Gradient copies its groups when first read, from arrays a restart frees (on a CPU through views of their
+    memory): read after it, it raises instead of reading freed memory."""
+    sim = ScalarLinear(horizon=3)
+    g = sim.gradient(tisim.losses.TerminalTarget({"x": 2.0}))
+    tisim.init(arch="cpu", precision="f32")
+    try:
+        with pytest.raises(RuntimeError, match="create it again"):
+            _ = g.actions
+    finally:
+        tisim.init(**TEST_SETTINGS)
+
+
 def test_restart_retires_the_old_runtimes_arrays(monkeypatch):
     """Taichi frees an array by its address in the live program, so an array of an older program freed after a
     restart could free a new array that reuses its address (CI failed that way: "argument not found"). After a

@@ -296,6 +296,7 @@ class System(Model):
         return gradient
 
     def _fetch_gradient(self, group):
+        self._check_alive()  # a Gradient read after a restart: its arrays' memory is gone
         if group == "params":
             return self.param_layout.unpack(download(self.theta.grad)[:, :self.param_layout.size])
         if group == "actions":
