@@ -146,13 +146,20 @@ class MixedScratch(MassSpring):
 
 
 class UnassignedSpring(MassSpring):
-    """Spring 0's force is never assigned: its entry keeps whatever it held."""
+    """The fused forward pass with the particles gathering the spring forces, and spring 0's force never assigned:
+    its entry keeps whatever it held."""
 
     @ti.func
-    def springs(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, s):
+    def springs_fused(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t,
+                      s):
         if s > 0:
             i, j = self.end[s, 0], self.end[s, 1]
             self.assign(w, "spring_force", b, t, s, self.spring_force(x, theta, u, b, t, s, i, j))
+
+    @ti.func
+    def particles_fused(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b,
+                        t, i):
+        self.move(x, theta, dt, b, t, i, self.load(theta, w, b, t, i), True)
 
 
 class UnsetParticle(MassSpring):
@@ -235,10 +242,11 @@ def test_the_one_launch_backward_pass_leaves_kept_scratch_as_the_forward_pass_wr
 
 def test_the_kept_scratch_layout_puts_assigned_entries_after_those_added_into():
     layout = MixedScratch(horizon=2, robot="worm").scratch_layout
-    n, springs = MixedScratch(horizon=1, robot="worm").sizes["n_particles"], MassSpring(horizon=1, robot="worm")
+    sizes = MassSpring(horizon=1, robot="worm").sizes
+    n = sizes["n_particles"]
     assert layout.kept.offsets == {"tally": 0, "spring_force": n}
-    assert layout.zeroed == (n, n) and layout.assigned == {"spring_force"}
-    assert layout.kept.size == n + 2 * springs.sizes["n_springs"]
+    assert layout.zeroed == (n + 2 * n, n) and layout.assigned == {"spring_force"}  # spare, spring_load; tally
+    assert layout.kept.size == n + 2 * sizes["n_springs"]
 
 
 @pytest.mark.parametrize("cls", [UnassignedSpring, UnsetParticle])
@@ -268,9 +276,10 @@ def test_recomputed_scratch_does_not_grow_with_the_horizon():
             sim = cls(horizon=T, robot="worm", schedule="phased")
             sim.gradient(tisim.losses.TerminalSum(mean_x_weights(sim)))
             widths[cls.__name__, T] = sim._scratch(T).shape[1]
-    springs = 2 * MassSpring(horizon=1, robot="worm").sizes["n_springs"]
-    assert widths["MassSpring", 10] == 10 * springs and widths["MassSpring", 40] == 40 * springs
-    assert widths["RecomputedSprings", 10] == widths["RecomputedSprings", 40] == springs
+    sizes = MassSpring(horizon=1, robot="worm").sizes
+    springs, loads = 2 * sizes["n_springs"], 2 * sizes["n_particles"]  # the spring loads are recomputed in both
+    assert widths["MassSpring", 10] == loads + 10 * springs and widths["MassSpring", 40] == loads + 40 * springs
+    assert widths["RecomputedSprings", 10] == widths["RecomputedSprings", 40] == loads + springs
 
 
 @pytest.mark.parametrize("values, message", [

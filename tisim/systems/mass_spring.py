@@ -25,12 +25,14 @@ obstacles' centres and sizes are per obstacle; damping, m, kc, kd, softness, mu,
 (which particles each spring joins, which actuator drives it, which particles are pinned) and the number of obstacles
 are structure: topology lives in Taichi fields on the kernel host, one set per distinct robot. The step has two forms
 (the engine's `schedule`). "phased" (the default): each spring's force once into scratch, then each particle sums
-its springs' forces from a padded incidence table. Its fused forward pass skips the contact laws where a particle
-touches nothing (the same trajectory bit for bit), and its backward pass runs the phases' hand-written reverses,
-on a CPU as one kernel. "items": each particle evaluates its own springs from that table (every spring twice), in
-one branch-free loop differentiated by Taichi's reverse mode. They agree to rounding (tests/test_mass_spring.py),
-and the reverses equal Taichi's reverse mode of the phases to 1e-12 (tests/test_mass_spring_3d.py). The phased
-form is the faster on a CPU in every workload of benchmarks/peers.py (README, Speed).
+its springs' forces from a padded incidence table. Its fused forward pass adds each spring's force into its two
+ends' loads instead, in spring order (the order of the table, so the same sums), and skips the contact laws where a
+particle touches nothing: the same trajectory bit for bit. Its backward pass runs the phases' hand-written
+reverses, on a CPU as one kernel. "items": each particle evaluates its own springs from that table (every spring
+twice), in one branch-free loop differentiated by Taichi's reverse mode. They agree to rounding
+(tests/test_mass_spring.py), and the reverses equal Taichi's reverse mode of the phases to 1e-12
+(tests/test_mass_spring_3d.py). The phased form is the faster on a CPU in every workload of benchmarks/peers.py
+(README, Speed).
 """
 import os
 
@@ -87,11 +89,13 @@ class MassSpring(System):
     STRUCTURE = ("dim", "n_particles", "n_springs", "n_actuators", "degree", "n_spheres", "n_boxes")
     N_SPHERES_MIN = N_BOXES_MIN = 0
     SCRATCH = (Scratch("spring_force", "N", "force of each spring on its first particle", shape=("n_springs", "dim"),
-                       assigned=True),)
+                       assigned=True),
+               Scratch("spring_load", "N", "sum of the spring forces on each particle (the fused forward pass's)",
+                       shape=("n_particles", "dim"), keep=False))
     # the two forms of the step (see the module docstring)
     PHASES = (("springs", "n_springs"), ("particles", "n_particles"))
     ITEMS = "n_particles"
-    FUSED = {"particles": ("particles_fused", "n_particles")}
+    FUSED = {"springs": ("springs_fused", "n_springs"), "particles": ("particles_fused", "n_particles")}
     ADJOINTS = {"springs": ("springs_adjoint", "n_springs"), "particles": ("particles_adjoint", "n_particles")}
     DT = 5e-4
 
@@ -211,20 +215,32 @@ class MassSpring(System):
 
     @ti.func
     def load(self, theta: ti.template(), w: ti.template(), b, t, i):
-        """Weight and spring forces on particle i."""
-        f = self.weight(theta, b)
+        """Weight and spring forces on particle i. The springs are summed from zero in the order of their indices
+        (the incidence table's), as the fused form adds them, and the weight added last: the same bits."""
+        f = ti.Vector.zero(float, self.dim)
         for q in ti.static(range(self.degree)):
             f += self.sign[i, q] * self.scratch(w, "spring_force", b, t, self.spring_of[i, q])
-        return f
+        return self.weight(theta, b) + f
 
     # The fused forward pass's form of the particle phase and the phases' reverses (tisim/phases.py: FUSED and
     # ADJOINTS), never differentiated: they skip the contact laws where a particle touches nothing (most particles
     # of a cloth or a walker, most of the time), a branch Taichi's reverse mode could not take here, and the fused
     # form sets the next state, which the engine then need not zero.
     @ti.func
+    def springs_fused(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t,
+                      s):
+        # each spring adds its force into both ends' loads, in spring order, where the phase's particles gather
+        # them: on the 64 x 64 cloth the gather's index loads cost more than the adds (71 -> 58 ms a forward pass)
+        i, j = self.end[s, 0], self.end[s, 1]
+        f = self.spring_force(x, theta, u, b, t, s, i, j)
+        self.assign(w, "spring_force", b, t, s, f)
+        self.accumulate(w, "spring_load", b, t, i, f)
+        self.accumulate(w, "spring_load", b, t, j, -f)
+
+    @ti.func
     def particles_fused(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b,
                         t, i):
-        self.move(x, theta, dt, b, t, i, self.load(theta, w, b, t, i), True)
+        self.move(x, theta, dt, b, t, i, self.weight(theta, b) + self.scratch(w, "spring_load", b, t, i), True)
 
     @ti.func
     def springs_adjoint(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(),
