@@ -244,9 +244,9 @@ def test_the_kept_scratch_layout_puts_assigned_entries_after_those_added_into():
     layout = MixedScratch(horizon=2, robot="worm").scratch_layout
     sizes = MassSpring(horizon=1, robot="worm").sizes
     n = sizes["n_particles"]
-    assert layout.kept.offsets == {"tally": 0, "spring_force": n}
-    assert layout.zeroed == (n + 2 * n, n) and layout.assigned == {"spring_force"}  # spare, spring_load; tally
-    assert layout.kept.size == n + 2 * sizes["n_springs"]
+    assert layout.kept.offsets == {"tally": 0, "spring_load": n, "spring_force": 3 * n}
+    assert layout.zeroed == (n, 3 * n) and layout.assigned == {"spring_force"}  # spare; tally and spring_load
+    assert layout.kept.size == 3 * n + 2 * sizes["n_springs"]
 
 
 @pytest.mark.parametrize("cls", [UnassignedSpring, UnsetParticle])
@@ -277,9 +277,9 @@ def test_recomputed_scratch_does_not_grow_with_the_horizon():
             sim.gradient(tisim.losses.TerminalSum(mean_x_weights(sim)))
             widths[cls.__name__, T] = sim._scratch(T).shape[1]
     sizes = MassSpring(horizon=1, robot="worm").sizes
-    springs, loads = 2 * sizes["n_springs"], 2 * sizes["n_particles"]  # the spring loads are recomputed in both
-    assert widths["MassSpring", 10] == loads + 10 * springs and widths["MassSpring", 40] == loads + 40 * springs
-    assert widths["RecomputedSprings", 10] == widths["RecomputedSprings", 40] == loads + springs
+    step = 2 * sizes["n_springs"] + 2 * sizes["n_particles"]  # spring forces and spring loads
+    assert widths["MassSpring", 10] == 10 * step and widths["MassSpring", 40] == 40 * step
+    assert widths["RecomputedSprings", 10] == widths["RecomputedSprings", 40] == step
 
 
 @pytest.mark.parametrize("values, message", [

@@ -90,8 +90,10 @@ class MassSpring(System):
     N_SPHERES_MIN = N_BOXES_MIN = 0
     SCRATCH = (Scratch("spring_force", "N", "force of each spring on its first particle", shape=("n_springs", "dim"),
                        assigned=True),
+               # kept, though no reverse reads it: recomputed scratch would make the backward pass rerun the
+               # springs each step to refill it (the cloth's gradient took 217 ms against 144)
                Scratch("spring_load", "N", "sum of the spring forces on each particle (the fused forward pass's)",
-                       shape=("n_particles", "dim"), keep=False))
+                       shape=("n_particles", "dim")))
     # the two forms of the step (see the module docstring)
     PHASES = (("springs", "n_springs"), ("particles", "n_particles"))
     ITEMS = "n_particles"
