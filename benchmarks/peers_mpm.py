@@ -66,8 +66,8 @@ def actions(horizon, shift=0.0, dtype=np.float32):
 
 class Tisim:
     """tisim's MPM with TerminalSum on the x component of "pos", on its CPU schedule: the forward pass one launch
-    (scatter and gather per point, their cells unrolled), the backward pass per step the launches that recompute
-    the step's grid and those of its reverse (scatter's and gather's hand-written, stress's and grid's by Taichi)."""
+    (scatter and gather per point, their cells unrolled), the backward pass one launch too (each step's grid
+    recomputed, then every phase's hand-written reverse)."""
 
     def __init__(self, scene, horizon, dtype, device=None):  # the arch and float type are tisim.init's
         import tisim

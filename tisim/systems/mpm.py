@@ -30,8 +30,14 @@ lambda = E nu / ((1 + nu)(1 - 2 nu)) of each particle group:
                              (|dev V| the small-strain deviatoric strain; sqrt(3/2) |s| <= yield, s = 2 G dev V)
 The solids' P is the identity.
 Actuated particles add an active stress along their fibre (the vertical axis, as DiffTaichi's soft robots):
-tau += a s F e_y e_y^T F^T, for the action a of their actuator and the parameter s = "actuation". The grid is
-scratch recomputed in the backward pass (keep=False): memory per step is the particles' state only.
+tau += a s F e_y e_y^T F^T, for the action a of their actuator and the parameter s = "actuation". The laws and
+their reverses are in tisim/systems/mpm_materials.py.
+
+The grid is scratch recomputed in the backward pass (keep=False): memory per step is the particles' state only.
+Every phase has a hand-written reverse (ADJOINTS: stress's and grid's below, the transfers' in their module), so
+on a CPU the backward pass is one launch, each step's grid refilled and then reversed inside it
+(tisim/phases.py); tests/test_mpm.py compares them with Taichi's reverse mode of the phases, every material and
+wall law, to 1e-12 in float64.
 
 Conservation, by construction of the transfers: without gravity and walls the total momentum sum_p m_p v_p is
 conserved to rounding (tests/test_mpm.py checks it). Explicit MPM is stable for dt below about h / c with c the
@@ -46,67 +52,10 @@ import taichi as ti
 from tisim import assets
 from tisim.engine import System
 from tisim.quantities import Quantity, Scratch
+from tisim.systems import mpm_materials as materials
 from tisim.systems.mpm_transfers import Transfers
 
 BAND = 3  # boundary cells on each side of the grid, where the walls act
-POLAR_ITERATIONS = 6  # scaled Newton steps of the polar decomposition (material "corotated")
-
-
-# The material laws: Kirchhoff stress tau(F) for the shear modulus G and the Lame parameter lambda.
-# Taichi 1.7's warning "Loading variable ... before anything is stored to it" (taichi-dev/taichi#8454) is not
-# harmless: while the gather multiplied F' (a matrix product) into the next state per pair, the reverse kernel
-# warned so and its float32 dL/dF was wrong (98% of the largest dL/du at T = 256, found by benchmarks/peers.py),
-# while float64 was right. F' is now computed once per point, into scratch; tests/test_mpm.py compares float32
-# gradients with float64 ones.
-@ti.func
-def polar_rotation(F: ti.template()):
-    """R of the polar decomposition F = R S, by Newton's iteration with Frobenius-norm scaling (Higham):
-    R <- (g R + R^-T / g) / 2, g = sqrt(|R^-1| / |R|), from R = F. The same code in 2D and 3D, differentiable as
-    written: a fixed count of iterations, which brings principal stretches between 1/100 and 100 to rounding
-    (measured in numpy against scipy.linalg.polar: 6 iterations, 5e-13)."""
-    R = F
-    for _ in ti.static(range(POLAR_ITERATIONS)):
-        inverse = R.inverse()
-        g = ti.sqrt(inverse.norm() / R.norm())
-        R = 0.5 * (g * R + inverse.transpose() / g)
-    return R
-
-
-@ti.func
-def von_mises_return(F: ti.template(), limit):
-    """F with its left stretch V (F = V R) brought back onto the von Mises yield surface where it lies outside: the
-    deviatoric part of V, the small-strain deviatoric strain, shrunk to the length `limit`, R and the mean stretch
-    kept (radial return, perfectly plastic). The 1e-30 keeps the length's derivative finite at V = I."""
-    R = polar_rotation(F)
-    V = F @ R.transpose()
-    V = 0.5 * (V + V.transpose())
-    identity = ti.Matrix.identity(float, F.n)
-    mean = V.trace() / F.n
-    deviator = V - mean * identity
-    length = ti.sqrt((deviator * deviator).sum() + 1e-30)
-    return (mean * identity + ti.min(1.0, limit / length) * deviator) @ R
-
-
-@ti.func
-def neo_hookean(F: ti.template(), G, la):
-    identity = ti.Matrix.identity(float, F.n)
-    return G * (F @ F.transpose() - identity) + la * ti.log(F.determinant()) * identity
-
-
-@ti.func
-def corotated(F: ti.template(), G, la):
-    J = F.determinant()
-    return 2.0 * G * (F - polar_rotation(F)) @ F.transpose() + la * J * (J - 1.0) * ti.Matrix.identity(float, F.n)
-
-
-@ti.func
-def fluid(F: ti.template(), G, la):
-    """No shear stress; the bulk modulus of the solid with the same E and nu, K = lambda + 2 G / d."""
-    J = F.determinant()
-    return (la + 2.0 * G / F.n) * J * (J - 1.0) * ti.Matrix.identity(float, F.n)
-
-
-MATERIALS = {"neo_hookean": neo_hookean, "corotated": corotated, "fluid": fluid, "von_mises": corotated}
 
 
 @dataclass
@@ -256,9 +205,10 @@ class MPM(Transfers, System):
     )
     PHASES = (("stress", "n_particles"), ("scatter", "n_pairs"), ("grid", "n_cells"), ("gather", "n_pairs"))
     FUSED = dict(Transfers.FUSED, stress=("stress_fused", "n_particles"))
+    ADJOINTS = dict(Transfers.ADJOINTS, stress=("stress_adjoint", "n_particles"), grid=("grid_adjoint", "n_cells"))
     STRUCTURE = ("dim", "n_grid", "n_cells", "n_particles", "n_pairs", "n_groups", "n_actuators")
     OPTIONS = {"floor": ("sticky", "slip", "friction"), "walls": ("slip", "sticky", "friction"),
-               "material": tuple(MATERIALS)}
+               "material": tuple(materials.MATERIALS)}
     DT = 2e-4
 
     def __init__(self, horizon, batch=1, dt=None, body=None, n_grid=32, **values):
@@ -304,6 +254,31 @@ class MPM(Transfers, System):
         """The law of axis k's low (high) wall: the option floor for the floor, walls for the others."""
         return self.floor if k == 1 and not high else self.walls
 
+    def slowing_walls(self):
+        """The walls that act on the tangential velocity of a cell pressing into them, in the grid's order: [(axis,
+        high)] of those whose law is not "slip" (at compile time)."""
+        return [(k, high) for k in range(self.dim) for high in (False, True) if self.wall_law(k, high) != "slip"]
+
+    @ti.func
+    def wall_factor(self, theta: ti.template(), b, c, free, v, k: ti.template(), high: ti.template()):
+        """What the wall (k, high) keeps of the velocity v of cell c, whose free velocity is `free`: all of it unless
+        the cell presses into the wall, then none (sticky) or what Coulomb's law leaves, |v_t| -> max(0, |v_t| -
+        mu |v_n|) (friction)."""
+        pressing = self.against(c, free[k], k, high)
+        kept = 0.0
+        if ti.static(self.wall_law(k, high) == "friction"):
+            speed = ti.sqrt(v.dot(v) + 1e-30)  # v's normal component is zero here; the 1e-30 guards 0 / 0
+            kept = ti.max(0.0, 1.0 - self.param(theta, "mu", b, 0) * ti.abs(free[k]) / speed)
+        return 1.0 - pressing * (1.0 - kept)
+
+    @ti.func
+    def free_velocity(self, theta: ti.template(), w: ti.template(), dt, b, t, c):
+        """Cell c's velocity before the walls: its momentum over its mass, plus gravity's increment."""
+        m = self.scratch(w, "grid_mass", b, t, c)
+        # an empty cell has no velocity; the guard keeps its derivative finite (0 / 0 would poison the adjoint)
+        return self.scratch(w, "grid_momentum", b, t, c) / ti.max(m, 1e-30) * ti.select(m > 0.0, 1.0, 0.0) \
+            - dt * self.param(theta, "g", b, 0) * ti.Vector.unit(self.dim, 1, float)
+
     @ti.func
     def into_wall(self, c, vk, k: ti.template()):
         """1 where cell c lies in the boundary band of axis k and the velocity component vk points into the wall."""
@@ -320,12 +295,17 @@ class MPM(Transfers, System):
         """What of F' the material keeps: all of it for a solid, the volume change for a fluid, the part inside the
         yield surface for von Mises plasticity (the rest is plastic flow, forgotten)."""
         if ti.static(self.material == "fluid"):
-            return ti.pow(F.determinant(), 1.0 / self.dim) * ti.Matrix.identity(float, self.dim)
+            return materials.fluid_projection(F)
         if ti.static(self.material == "von_mises"):
-            E, nu = self.param(theta, "E", b, g), self.param(theta, "nu", b, g)
-            # sqrt(3/2) |s| <= yield with s = 2 G dev(strain): |dev(strain)| <= yield / (sqrt(6) G)
-            return von_mises_return(F, self.param(theta, "yield_stress", b, g) * 2.0 * (1.0 + nu) / (ti.sqrt(6.0) * E))
+            return materials.von_mises_return(F, self.yield_limit(theta, b, g))
         return F
+
+    @ti.func
+    def yield_limit(self, theta: ti.template(), b, g):
+        """Group g's bound on |dev V|: sqrt(3/2) |s| <= yield with s = 2 G dev(strain) gives |dev(strain)| <=
+        yield / (sqrt(6) G)."""
+        E, nu = self.param(theta, "E", b, g), self.param(theta, "nu", b, g)
+        return self.param(theta, "yield_stress", b, g) * 2.0 * (1.0 + nu) / (ti.sqrt(6.0) * E)
 
     @ti.func
     def mass(self, theta: ti.template(), b, p):
@@ -360,7 +340,7 @@ class MPM(Transfers, System):
         active = self.actuated[p] * self.action(u, "activation", b, t, self.actuator_of[p])
         E, nu = self.param(theta, "E", b, g), self.param(theta, "nu", b, g)
         G, la = E / (2.0 * (1.0 + nu)), E * nu / ((1.0 + nu) * (1.0 - 2.0 * nu))
-        tau = ti.static(MATERIALS[self.material])(F, G, la) \
+        tau = ti.static(materials.MATERIALS[self.material][0])(F, G, la) \
             + active * self.param(theta, "actuation", b, 0) * fibre.outer_product(fibre)
         affine = self.mass(theta, b, p) * self.state(x, "C", b, t, p) \
             - (4.0 * dt * self.volume * self.n_grid ** 2) * tau
@@ -371,20 +351,103 @@ class MPM(Transfers, System):
 
     @ti.func
     def grid(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, c):
-        m = self.scratch(w, "grid_mass", b, t, c)
-        # an empty cell has no velocity; the guard keeps its derivative finite (0 / 0 would poison the adjoint)
-        free = self.scratch(w, "grid_momentum", b, t, c) / ti.max(m, 1e-30) * ti.select(m > 0.0, 1.0, 0.0) \
-            - dt * self.param(theta, "g", b, 0) * ti.Vector.unit(self.dim, 1, float)
+        free = self.free_velocity(theta, w, dt, b, t, c)
         # each wall stops the velocity into it; written as new locals, not stores into one (reverse mode warned of
         # loads before stores in that form)
         v = ti.Vector([free[k] * (1.0 - self.into_wall(c, free[k], k)) for k in ti.static(range(self.dim))])
-        for k, high in ti.static([(k, high) for k in range(self.dim) for high in (False, True)]):
-            if ti.static(self.wall_law(k, high) != "slip"):  # pressing into a wall also slows the tangential velocity
-                pressing = self.against(c, free[k], k, high)
-                kept = 0.0  # sticky: none of it
-                if ti.static(self.wall_law(k, high) == "friction"):  # Coulomb: the tangential speed falls by mu
-                    # times the normal one
-                    speed = ti.sqrt(v.dot(v) + 1e-30)  # v's normal component is zero here; the 1e-30 guards 0 / 0
-                    kept = ti.max(0.0, 1.0 - self.param(theta, "mu", b, 0) * ti.abs(free[k]) / speed)
-                v = v * (1.0 - pressing * (1.0 - kept))
-        self.assign(w, "grid_velocity", b, t, c, v)
+        walls = ti.static(len(self.slowing_walls()))
+        self.assign(w, "grid_velocity", b, t, c, self.slowed(theta, b, c, free, v, walls))
+
+    @ti.func
+    def slowed(self, theta: ti.template(), b, c, free, v, walls: ti.template()):
+        """What the first `walls` slowing walls keep of cell c's velocity v."""
+        result = v
+        for k, high in ti.static(self.slowing_walls()[:walls]):
+            result = result * self.wall_factor(theta, b, c, free, result, k, high)
+        return result
+
+    # ---- the hand-written reverses of stress and grid (tisim/phases.py, ADJOINTS) ------------------------------
+    # With them every phase has one, so the backward pass is one launch on a CPU (phases.run_reverses), where it
+    # was four a step, two of them Taichi's reverse mode. tests/test_mpm.py compares them with Taichi's.
+    @ti.func
+    def admissible_adjoint(self, F, F_bar, theta: ti.template(), theta_grad: ti.template(), b, g):
+        """The derivative of admissible(F, ...) with respect to F, given F_bar, the derivative of what it returned;
+        von Mises clay adds its yield limit's derivatives into theta_grad."""
+        result = F_bar
+        if ti.static(self.material == "fluid"):
+            result = materials.fluid_projection_adjoint(F, F_bar)
+        if ti.static(self.material == "von_mises"):
+            limit = self.yield_limit(theta, b, g)
+            F_from, limit_bar = materials.von_mises_return_adjoint(F, limit, F_bar)
+            result = F_from
+            strength = self.param(theta, "yield_stress", b, g)
+            self.add_param(theta_grad, "yield_stress", b, g, limit_bar * limit / strength)
+            self.add_param(theta_grad, "nu", b, g, limit_bar * limit / (1.0 + self.param(theta, "nu", b, g)))
+            self.add_param(theta_grad, "E", b, g, -limit_bar * limit / self.param(theta, "E", b, g))
+        return result
+
+    @ti.func
+    def stress_adjoint(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(),
+                       x_grad: ti.template(), theta_grad: ti.template(), u_grad: ti.template(),
+                       w_grad: ti.template(), dt, b, t, p):
+        g, up = self.group_of[p], ti.Vector.unit(self.dim, 1, float)
+        C, F_before = self.state(x, "C", b, t, p), self.state(x, "F", b, t, p)
+        deformed = self.deformed(x, dt, b, t, p)
+        F = self.admissible(deformed, theta, b, g)
+        fibre = F @ up
+        s = self.param(theta, "actuation", b, 0)
+        active = self.actuated[p] * self.action(u, "activation", b, t, self.actuator_of[p])
+        E, nu = self.param(theta, "E", b, g), self.param(theta, "nu", b, g)
+        G, la = E / (2.0 * (1.0 + nu)), E * nu / ((1.0 + nu) * (1.0 - 2.0 * nu))
+        affine_bar = self.scratch(w_grad, "affine", b, t, p)
+        tau_bar = -(4.0 * dt * self.volume * self.n_grid ** 2) * affine_bar
+        F_bar, G_bar, la_bar = ti.static(materials.MATERIALS[self.material][1])(F, G, la, tau_bar)
+        pull = fibre.dot(tau_bar @ fibre)  # tau_bar : (F e_y)(F e_y)^T
+        F_bar += self.scratch(w_grad, "deformation", b, t, p) \
+            + (active * s * (tau_bar + tau_bar.transpose()) @ fibre).outer_product(up)
+        deformed_bar = self.admissible_adjoint(deformed, F_bar, theta, theta_grad, b, g)
+        self.add_state(x_grad, "C", b, t, p, self.mass(theta, b, p) * affine_bar
+                       + dt * deformed_bar @ F_before.transpose())
+        self.add_state(x_grad, "F", b, t, p, (ti.Matrix.identity(float, self.dim) + dt * C).transpose() @ deformed_bar)
+        self.add_param(theta_grad, "rho", b, g, self.volume * (affine_bar * C).sum())
+        self.add_param(theta_grad, "actuation", b, 0, active * pull)
+        self.add_action(u_grad, "activation", b, t, self.actuator_of[p], self.actuated[p] * s * pull)
+        # G = E / (2 (1 + nu)) and lambda = E nu / ((1 + nu)(1 - 2 nu)), whose nu-derivative is E (1 + 2 nu^2) /
+        # ((1 + nu)(1 - 2 nu))^2
+        soft = (1.0 + nu) * (1.0 - 2.0 * nu)
+        self.add_param(theta_grad, "E", b, g, G_bar / (2.0 * (1.0 + nu)) + la_bar * nu / soft)
+        self.add_param(theta_grad, "nu", b, g,
+                       -G_bar * G / (1.0 + nu) + la_bar * E * (1.0 + 2.0 * nu * nu) / (soft * soft))
+
+    @ti.func
+    def grid_adjoint(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(),
+                     x_grad: ti.template(), theta_grad: ti.template(), u_grad: ti.template(), w_grad: ti.template(),
+                     dt, b, t, c):
+        v_bar = self.scratch(w_grad, "grid_velocity", b, t, c)
+        if ti.abs(v_bar).max() > 0.0:  # else it adds nothing: no point's stencil reaches the cell, or with weight 0
+            free = self.free_velocity(theta, w, dt, b, t, c)
+            keep = ti.Vector([1.0 - self.into_wall(c, free[k], k) for k in ti.static(range(self.dim))])
+            walls = ti.static(self.slowing_walls())
+            free_bar, mu_bar = ti.Vector.zero(float, self.dim), 0.0
+            for j in ti.static(range(len(walls) - 1, -1, -1)):
+                k, high = ti.static(walls[j])
+                v = self.slowed(theta, b, c, free, free * keep, j)  # before wall j, as the grid computes it
+                factor_bar = v_bar.dot(v)
+                v_bar = v_bar * self.wall_factor(theta, b, c, free, v, k, high)
+                if ti.static(self.wall_law(k, high) == "friction"):
+                    # kept = max(0, 1 - mu |free_k| / |v|), and the factor 1 - pressing (1 - kept)
+                    speed, mu, normal = ti.sqrt(v.dot(v) + 1e-30), self.param(theta, "mu", b, 0), ti.abs(free[k])
+                    kept_bar = self.against(c, free[k], k, high) * factor_bar \
+                        * ti.select(1.0 - mu * normal / speed > 0.0, 1.0, 0.0)
+                    mu_bar -= kept_bar * normal / speed
+                    free_bar[k] -= kept_bar * mu * ti.select(free[k] > 0.0, 1.0, -1.0) / speed
+                    v_bar += (kept_bar * mu * normal / (speed * speed * speed)) * v
+            free_bar += v_bar * keep
+            m = self.scratch(w, "grid_mass", b, t, c)
+            per_mass = ti.select(m > 0.0, 1.0, 0.0) / ti.max(m, 1e-30)
+            self.accumulate(w_grad, "grid_momentum", b, t, c, per_mass * free_bar)
+            self.accumulate(w_grad, "grid_mass", b, t, c, -ti.select(m > 1e-30, per_mass, 0.0) / ti.max(m, 1e-30)
+                            * free_bar.dot(self.scratch(w, "grid_momentum", b, t, c)))
+            self.add_param(theta_grad, "g", b, 0, -dt * free_bar[1])
+            if ti.static("friction" in (self.floor, self.walls)):
+                self.add_param(theta_grad, "mu", b, 0, mu_bar)

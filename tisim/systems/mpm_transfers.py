@@ -2,7 +2,8 @@
 three forms:
 
 - per (point, cell) pair, the phases themselves: a single loop each, what the per-step schedule runs forward and
-  what Taichi could differentiate (the reverse mode of a point's 27 cells unrolled took minutes to compile in 3D);
+  what Taichi could differentiate (the reverse mode of a point's 27 cells unrolled took minutes to compile in 3D;
+  tests/test_mpm.py differentiates the pairs to check the hand-written reverses);
 - per point with its 3^d cells unrolled, the fused forward's forms (FUSED): the weights computed once a point and
   its sums kept in registers, the pairs' additions in their order, so the same trajectory to the last bit;
 - the hand-written reverses of scatter and gather (ADJOINTS), per point, which the backward pass runs in place of
@@ -129,25 +130,49 @@ class Transfers:
         return gradient
 
     @ti.func
+    def digit_sum(self, columns: ti.template(), o: ti.template()):
+        """sum_k digit_k columns[k] over the axes, for stencil cell o's digits (0, 1 or 2, known at compile time):
+        M digits for the matrix M of the columns, in adds alone."""
+        total = ti.Vector.zero(float, self.dim)
+        for k in ti.static(range(self.dim)):
+            if ti.static((o // 3 ** k) % 3 == 1):
+                total += columns[k]
+            if ti.static((o // 3 ** k) % 3 == 2):
+                total += 2.0 * columns[k]
+        return total
+
+    # Both reverses split the offset d = (digits - fx) / n of each cell into the point's part fx, whose terms are
+    # summed once a point, and the digits, which are constants once unrolled: a matrix times d costs a few adds a
+    # cell, where the matrix products were half of the reverses' arithmetic.
+    @ti.func
     def scatter_adjoint(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(),
                         xg: ti.template(), theta_g: ti.template(), ug: ti.template(), wg: ti.template(), dt, b, t, p):
         base, fx, w0, w1, w2 = self.spline(x, b, t, p)
         m, vel, affine = self.mass(theta, b, p), self.state(x, "vel", b, t, p), self.scratch(w, "affine", b, t, p)
-        m_bar, vel_bar = 0.0, ti.Vector.zero(float, self.dim)
-        x_bar, affine_bar = ti.Vector.zero(float, self.dim), ti.Matrix.zero(float, self.dim, self.dim)
+        pushed = m * vel - affine @ fx / self.n_grid  # a cell's momentum per weight is pushed + A digits / n
+        columns = [ti.Vector([affine[j, k] for j in ti.static(range(self.dim))]) / self.n_grid
+                   for k in ti.static(range(self.dim))]
+        # sums over the cells of w mass_bar, w momentum_bar and w momentum_bar digits^T
+        mass_sum, momentum_sum = 0.0, ti.Vector.zero(float, self.dim)
+        by_digits = ti.Matrix.zero(float, self.dim, self.dim)
+        x_bar = ti.Vector.zero(float, self.dim)
         for o in ti.static(range(3 ** self.dim)):
-            cell, weight, d = self.corner(base, fx, w0, w1, w2, o)
+            cell, weight, _ = self.corner(base, fx, w0, w1, w2, o)
             mass_bar, momentum_bar = self.scratch(wg, "grid_mass", b, t, cell), \
                 self.scratch(wg, "grid_momentum", b, t, cell)
-            weight_bar = mass_bar * m + momentum_bar.dot(m * vel + affine @ d)
-            m_bar += weight * (mass_bar + momentum_bar.dot(vel))
-            vel_bar += weight * m * momentum_bar
-            affine_bar += weight * momentum_bar.outer_product(d)
-            x_bar += weight_bar * self.weight_gradient(fx, w0, w1, w2, o) - weight * (affine.transpose() @ momentum_bar)
-        self.add_state(xg, "pos", b, t, p, x_bar)
-        self.add_state(xg, "vel", b, t, p, vel_bar)
-        self.accumulate(wg, "affine", b, t, p, affine_bar)
-        self.add_param(theta_g, "rho", b, self.group_of[p], m_bar * self.volume)
+            weight_bar = mass_bar * m + momentum_bar.dot(pushed + self.digit_sum(columns, o))
+            x_bar += weight_bar * self.weight_gradient(fx, w0, w1, w2, o)
+            mass_sum += weight * mass_bar
+            momentum_sum += weight * momentum_bar
+            for k in ti.static(range(self.dim)):
+                digit = ti.static((o // 3 ** k) % 3)
+                if ti.static(digit > 0):
+                    for j in ti.static(range(self.dim)):
+                        by_digits[j, k] += digit * weight * momentum_bar[j]
+        self.add_state(xg, "pos", b, t, p, x_bar - affine.transpose() @ momentum_sum)
+        self.add_state(xg, "vel", b, t, p, m * momentum_sum)
+        self.accumulate(wg, "affine", b, t, p, (by_digits - momentum_sum.outer_product(fx)) / self.n_grid)
+        self.add_param(theta_g, "rho", b, self.group_of[p], (mass_sum + vel.dot(momentum_sum)) * self.volume)
 
     @ti.func
     def gather_adjoint(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(),
@@ -156,15 +181,22 @@ class Transfers:
         damping = ti.exp(-dt * self.param(theta, "drag", b, 0))
         vel_bar, C_bar = self.state(xg, "vel", b, t + 1, p), self.state(xg, "C", b, t + 1, p)
         pos_bar = self.state(xg, "pos", b, t + 1, p)
-        x_bar, damping_bar = pos_bar, 0.0
+        scale = 4.0 * self.n_grid ** 2
+        # a cell's v_bar: vel_bar + dt pos_bar + scale C_bar d = pulled + scale C_bar digits / n
+        pulled = vel_bar + dt * pos_bar - (scale / self.n_grid) * (C_bar @ fx)
+        columns = [ti.Vector([C_bar[j, k] for j in ti.static(range(self.dim))]) * (scale / self.n_grid)
+                   for k in ti.static(range(self.dim))]
+        x_bar, damping_bar, gathered = pos_bar, 0.0, ti.Vector.zero(float, self.dim)  # gathered: sum of w v_cell
         for o in ti.static(range(3 ** self.dim)):
-            cell, weight, d = self.corner(base, fx, w0, w1, w2, o)
+            cell, weight, _ = self.corner(base, fx, w0, w1, w2, o)
             grid_v = self.scratch(w, "grid_velocity", b, t, cell)
-            v_bar = vel_bar + dt * pos_bar + (4.0 * self.n_grid ** 2) * (C_bar @ d)
-            d_bar = (4.0 * self.n_grid ** 2) * weight * damping * (C_bar.transpose() @ grid_v)
+            v_bar = pulled + self.digit_sum(columns, o)
             self.accumulate(wg, "grid_velocity", b, t, cell, weight * damping * v_bar)
-            damping_bar += weight * grid_v.dot(v_bar)
-            x_bar += damping * grid_v.dot(v_bar) * self.weight_gradient(fx, w0, w1, w2, o) - d_bar
-        self.add_state(xg, "pos", b, t, p, x_bar)
+            along = grid_v.dot(v_bar)
+            damping_bar += weight * along
+            x_bar += damping * along * self.weight_gradient(fx, w0, w1, w2, o)
+            gathered += weight * grid_v
+        # dd/dx_p = -I, and the cells' terms scale w damping C_bar^T v_cell sum to scale damping C_bar^T gathered
+        self.add_state(xg, "pos", b, t, p, x_bar - scale * damping * (C_bar.transpose() @ gathered))
         self.add_param(theta_g, "drag", b, 0, -dt * damping * damping_bar)
         self.accumulate(wg, "deformation", b, t, p, self.state(xg, "F", b, t + 1, p))
