@@ -63,30 +63,31 @@ def polar_rotation_adjoint(F: ti.template(), R_bar, steps: ti.template() = POLAR
 
 
 @ti.func
-def von_mises_return(F: ti.template(), limit):
-    """F with its left stretch V (F = V R) brought back onto the von Mises yield surface where it lies outside: the
-    deviatoric part of V, the small-strain deviatoric strain, shrunk to the length `limit`, R and the mean stretch
-    kept (radial return, perfectly plastic). The 1e-30 keeps the length's derivative finite at V = I."""
+def left_stretch(F: ti.template()):
+    """(R, the mean of V, the deviator of V, its length) for the polar decomposition F = V R; the 1e-30 keeps the
+    length's derivative finite at V = I."""
     R = polar_rotation(F)
     V = F @ R.transpose()
     V = 0.5 * (V + V.transpose())
-    identity = ti.Matrix.identity(float, F.n)
     mean = V.trace() / F.n
-    deviator = V - mean * identity
-    length = ti.sqrt((deviator * deviator).sum() + 1e-30)
-    return (mean * identity + ti.min(1.0, limit / length) * deviator) @ R
+    deviator = V - mean * ti.Matrix.identity(float, F.n)
+    return R, mean, deviator, ti.sqrt((deviator * deviator).sum() + 1e-30)
+
+
+@ti.func
+def von_mises_return(F: ti.template(), limit):
+    """F with its left stretch V (F = V R) brought back onto the von Mises yield surface where it lies outside: the
+    deviatoric part of V, the small-strain deviatoric strain, shrunk to the length `limit`, R and the mean stretch
+    kept (radial return, perfectly plastic)."""
+    R, mean, deviator, length = left_stretch(F)
+    return (mean * ti.Matrix.identity(float, F.n) + ti.min(1.0, limit / length) * deviator) @ R
 
 
 @ti.func
 def von_mises_return_adjoint(F: ti.template(), limit, out_bar):
     """(F_bar, limit_bar) of von_mises_return(F, limit), given out_bar."""
-    R = polar_rotation(F)
-    V = F @ R.transpose()
-    V = 0.5 * (V + V.transpose())
+    R, mean, deviator, length = left_stretch(F)
     identity = ti.Matrix.identity(float, F.n)
-    mean = V.trace() / F.n
-    deviator = V - mean * identity
-    length = ti.sqrt((deviator * deviator).sum() + 1e-30)
     shrinks = ti.select(limit / length < 1.0, 1.0, 0.0)
     scale = ti.min(1.0, limit / length)
     kept_bar = out_bar @ R.transpose()  # of mean I + scale deviator
