@@ -417,15 +417,16 @@ class TaichiReverse(MPM):
 
 
 @pytest.mark.parametrize("dim, options", [
-    (2, {}), (3, {}), (2, dict(floor="friction", walls="friction")), (2, dict(floor="slip", walls="sticky")),
-    (2, dict(material="corotated")), (2, dict(material="fluid")), (2, dict(material="von_mises", yield_stress=0.05))],
-    ids=["2d", "3d", "friction", "sticky-walls", "corotated", "fluid", "von_mises"])
+    (2, {}), (3, {}), (2, dict(floor="friction", walls="friction")), (2, dict(material="fluid")),
+    (2, dict(material="von_mises", yield_stress=0.05))], ids=["2d", "3d", "friction", "fluid", "von_mises"])
 def test_the_hand_written_reverses_are_taichis_reverse_mode(dim, options):
     """The backward pass runs every phase's hand-written reverse (scatter's and gather's with a point's cells
     unrolled, the materials' through the same Newton steps of the polar decomposition); Taichi's reverse mode of the
     phases gives the same gradients, in every group, to 1e-12 in float64: on a spinning, actuated, damped block that
-    slides onto the floor and into the side wall's band, with a target on every state (the von Mises block yields
-    everywhere from the first step)."""
+    slides onto the floor and into the side wall's band, with a target on every state. The von Mises block, which
+    yields everywhere from the first step, has corotated elasticity, so it checks that law's reverse too; the
+    sticky floor of the first two is the law of sticky walls on another axis (each case compiles Taichi's reverse
+    of the phases afresh, 15-65 s)."""
     gradients = []
     for cls in (MPM, TaichiReverse):
         body = Body.box([0.35] + [BAND / GRID] * (dim - 1), [0.65] + [BAND / GRID + 0.3] * (dim - 1), 0.5 / GRID)
