@@ -312,6 +312,11 @@ class MPM(Transfers, System):
         return self.param(theta, "rho", b, self.group_of[p]) * self.volume
 
     # ---- the phases stress and grid (scatter and gather: tisim/systems/mpm_transfers.py) ---------------------
+    # Taichi 1.7's warning "Loading variable ... before anything is stored to it" (taichi-dev/taichi#8454) is not
+    # harmless: while the gather multiplied F' (a matrix product) into the next state per pair, the reverse kernel
+    # warned so and its float32 dL/dF was wrong (98% of the largest dL/du at T = 256, found by benchmarks/peers.py),
+    # while float64 was right. F' is now computed once per point, into scratch; tests/test_mpm.py compares float32
+    # gradients with float64 ones.
     @ti.func
     def stress(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, p):
         self.stress_of(x, theta, u, w, dt, b, t, p, False)

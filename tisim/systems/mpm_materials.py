@@ -12,11 +12,6 @@ import taichi as ti
 POLAR_ITERATIONS = 6  # scaled Newton steps of the polar decomposition (materials "corotated" and "von_mises")
 
 
-# Taichi 1.7's warning "Loading variable ... before anything is stored to it" (taichi-dev/taichi#8454) is not
-# harmless: while the gather multiplied F' (a matrix product) into the next state per pair, the reverse kernel
-# warned so and its float32 dL/dF was wrong (98% of the largest dL/du at T = 256, found by benchmarks/peers.py),
-# while float64 was right. F' is now computed once per point, into scratch; tests/test_mpm.py compares float32
-# gradients with float64 ones.
 @ti.func
 def newton_step(R: ti.template()):
     """One step of Newton's iteration for the rotation of R's polar decomposition, with Frobenius-norm scaling
