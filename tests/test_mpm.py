@@ -455,10 +455,10 @@ def test_the_hand_written_reverses_are_taichis_reverse_mode(dim, options):
 
 
 @pytest.mark.parametrize("dim", [2, 3])
-def test_the_fused_forward_takes_the_same_steps_to_the_last_bit(dim):
-    """The fused forward pass scatters and gathers per point with its 3^d cells unrolled, the per-step schedule
-    (the one the backward pass differentiates) per (point, cell) pair: the same additions in the same order, so
-    the same trajectory, bit for bit."""
+def test_the_fused_forward_takes_the_same_steps_to_rounding(dim):
+    """The fused forward pass scatters and gathers per point with its 3^d cells unrolled and its sums regrouped,
+    and skips the empty cells of the grid; the per-step schedule (a GPU's) goes per (point, cell) pair and every
+    cell: the same trajectory to rounding (float64)."""
     trajectories = []
     for per_step in (False, True):
         sim, body = block(dim, horizon=20)
@@ -467,7 +467,8 @@ def test_the_fused_forward_takes_the_same_steps_to_the_last_bit(dim):
         trajectories.append(sim.rollout())
     for name, fused in trajectories[0].items():
         assert np.abs(fused[:, -1] - fused[:, 0]).max() > 1e-4, name  # every state moved
-        assert np.array_equal(fused, trajectories[1][name]), name
+        per_pair = trajectories[1][name]
+        np.testing.assert_allclose(fused, per_pair, rtol=1e-12, atol=1e-12 * np.abs(per_pair).max(), err_msg=name)
 
 
 @pytest.mark.parametrize("attribute, forms", [

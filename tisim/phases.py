@@ -30,8 +30,9 @@ not read the residual, and the adjoint must see every other derivative of y, so 
 read y.
 
 A plain phase may name a forward-only form for the fused schedule below, FUSED = {"scatter": ("scatter_point",
-"n_particles")}: the same sums over another domain (MPM: a point with its cells unrolled, for a pair), in the same
-order, so that both schedules take the same steps to the last bit. The last phase's FUSED form sets the next
+"n_particles")}: the same sums over another domain (MPM: a point with its cells unrolled, for a pair), so that both
+schedules take the same steps: to the last bit where the sums keep their order (MassSpring's), to rounding where
+they are regrouped for speed (MPM's). The last phase's FUSED form sets the next
 state (System.set_next) instead of adding into it, every entry once: nothing differentiates it, so the += rule
 has nothing to protect there, and the engine does not zero x[t+1] before it (on the 64 x 64 cloth the zeroing and
 the adds cost 5% of the forward pass).
@@ -237,7 +238,7 @@ def run_fused(host: ti.template(), x: ti.types.ndarray(ndim=3), theta: ti.types.
               u: ti.types.ndarray(ndim=3), w: ti.types.ndarray(ndim=2), dt: float, t0: ti.i32, t1: ti.i32,
               serial: ti.template()):
     # steps t0..t1-1 in one launch, the phases as inner loops in their FUSED forms (never differentiated): the
-    # forward pass of a checkpointed segment on a CPU, the same steps to the last bit as the per-step schedule
+    # forward pass of a checkpointed segment on a CPU, the same steps as the per-step schedule (see FUSED above)
     ti.loop_config(serialize=serial)
     for b in range(x.shape[0]):
         for t in range(t0, t1):
@@ -254,6 +255,7 @@ def run_reverses(host: ti.template(), x: ti.types.ndarray(ndim=3), x_grad: ti.ty
     # FUSED forms of the earlier phases, then the reverses, last phase first
     ti.loop_config(serialize=serial)
     recomputed, kept = ti.static(host.scratch_layout.recomputed.size, host.scratch_layout.kept.size)
+    zeroed = ti.static(host.scratch_layout.zeroed)
     for b in range(x.shape[0]):
         for k in range(t1 - t0):
             t = t1 - 1 - k
@@ -261,9 +263,11 @@ def run_reverses(host: ti.template(), x: ti.types.ndarray(ndim=3), x_grad: ti.ty
                 w_grad[b, r] = 0.0
             if ti.static(recomputed):  # the refill writes the step's kept row again, so that is zeroed too
                 for r in range(recomputed):
-                    w[b, r] = 0.0
                     w_grad[b, r] = 0.0
-                for r in range(recomputed + t * kept, recomputed + (t + 1) * kept):
+                # only what the FUSED forms add into, as in fused_step: they set assigned scratch
+                for r in range(zeroed[0]):
+                    w[b, r] = 0.0
+                for r in range(recomputed + t * kept, recomputed + t * kept + zeroed[1]):
                     w[b, r] = 0.0
                 for phase in ti.static(host.fused_phases[:-1]):
                     for i in range(phase[1]):

@@ -4,8 +4,8 @@ three forms:
 - per (point, cell) pair, the phases themselves: a single loop each, what the per-step schedule runs forward and
   what Taichi could differentiate (the reverse mode of a point's 27 cells unrolled took minutes to compile in 3D;
   tests/test_mpm.py differentiates the pairs to check the hand-written reverses);
-- per point with its 3^d cells unrolled, the fused forward's forms (FUSED): the weights computed once a point and
-  its sums kept in registers, the pairs' additions in their order, so the same trajectory to the last bit;
+- per point with its 3^d cells unrolled, the fused forward's forms (FUSED): the weights computed once a point, its
+  sums kept in registers and regrouped as the reverses' below, so the same trajectory to rounding;
 - the hand-written reverses of scatter and gather (ADJOINTS), per point, which the backward pass runs in place of
   Taichi's reverse mode of the pairs (tests/test_mpm.py compares the two to 1e-12).
 
@@ -83,33 +83,44 @@ class Transfers:
         self.advance(x, "F", b, t, p, last * self.scratch(w, "deformation", b, t, p))
 
     # ---- the fused forward's forms of scatter and gather (tisim/phases.py, FUSED) ------------------------------
-    # Per point, its 3^d cells unrolled: the weights computed once a point and its sums kept in registers, in the
-    # order of the pairs (the same additions, so the same trajectory as the per-pair phases). Forward only: in
-    # reverse mode the unrolled 3D form took minutes to compile, so the backward pass differentiates the pairs.
+    # Per point, its 3^d cells unrolled: the weights computed once a point and its sums kept in registers. Each
+    # cell's offset d = (digits - fx) / n is split as in the reverses below, the point's part fx applied once a
+    # point and the digits, constants once unrolled, in adds: a third less arithmetic than the pairs' form (the 3D
+    # peers workload's forward pass 378 -> 295 ms), the same sums to rounding (tests/test_mpm.py). Forward only:
+    # in reverse mode the unrolled 3D form took minutes to compile.
     @ti.func
     def scatter_point(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, p):
         base, fx, w0, w1, w2 = self.spline(x, b, t, p)
         m, vel, affine = self.mass(theta, b, p), self.state(x, "vel", b, t, p), self.scratch(w, "affine", b, t, p)
+        pushed = m * vel - affine @ fx / self.n_grid
+        columns = [ti.Vector([affine[j, k] for j in ti.static(range(self.dim))]) / self.n_grid
+                   for k in ti.static(range(self.dim))]
         for o in ti.static(range(3 ** self.dim)):
-            cell, weight, d = self.corner(base, fx, w0, w1, w2, o)
+            cell, weight, _ = self.corner(base, fx, w0, w1, w2, o)
             self.accumulate(w, "grid_mass", b, t, cell, weight * m)
-            self.accumulate(w, "grid_momentum", b, t, cell, weight * (m * vel + affine @ d))
+            self.accumulate(w, "grid_momentum", b, t, cell, weight * (pushed + self.digit_sum(columns, o)))
 
     @ti.func
     def gather_point(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, p):
         base, fx, w0, w1, w2 = self.spline(x, b, t, p)
         damping = ti.exp(-dt * self.param(theta, "drag", b, 0))
-        vel, C = ti.Vector.zero(float, self.dim), ti.Matrix.zero(float, self.dim, self.dim)
-        pos = ti.Vector.zero(float, self.dim)
+        vel = ti.Vector.zero(float, self.dim)
+        # C' = 4 n^2 sum_i v_i d_i^T = 4 n (sum_i v_i digits_i^T - v fx^T): by_digits[k] is the former's column k
+        by_digits = [ti.Vector.zero(float, self.dim) for _ in ti.static(range(self.dim))]
         for o in ti.static(range(3 ** self.dim)):
-            cell, weight, d = self.corner(base, fx, w0, w1, w2, o)
-            v = weight * damping * self.scratch(w, "grid_velocity", b, t, cell)
+            cell, weight, _ = self.corner(base, fx, w0, w1, w2, o)
+            v = weight * self.scratch(w, "grid_velocity", b, t, cell)
             vel += v
-            C += (4.0 * self.n_grid ** 2) * v.outer_product(d)
-            pos += dt * v
+            for k in ti.static(range(self.dim)):
+                if ti.static((o // 3 ** k) % 3 == 1):
+                    by_digits[k] += v
+                if ti.static((o // 3 ** k) % 3 == 2):
+                    by_digits[k] += 2.0 * v
+        vel *= damping
+        C = (4.0 * self.n_grid) * (damping * ti.Matrix.cols(by_digits) - vel.outer_product(fx))
         self.set_next(x, "vel", b, t, p, vel)
         self.set_next(x, "C", b, t, p, C)
-        self.set_next(x, "pos", b, t, p, pos + self.state(x, "pos", b, t, p))
+        self.set_next(x, "pos", b, t, p, dt * vel + self.state(x, "pos", b, t, p))
         self.set_next(x, "F", b, t, p, self.scratch(w, "deformation", b, t, p))
 
     # ---- the hand-written reverses of scatter and gather (tisim/phases.py, ADJOINTS) ---------------------------
