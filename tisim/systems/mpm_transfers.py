@@ -85,9 +85,9 @@ class Transfers:
     # ---- the fused forward's forms of scatter and gather (tisim/phases.py, FUSED) ------------------------------
     # Per point, its 3^d cells unrolled: the weights computed once a point and its sums kept in registers. Each
     # cell's offset d = (digits - fx) / n is split as in the reverses below, the point's part fx applied once a
-    # point and the digits, constants once unrolled, in adds: a third less arithmetic than the pairs' form (the 3D
-    # peers workload's forward pass 378 -> 295 ms), the same sums to rounding (tests/test_mpm.py). Forward only:
-    # in reverse mode the unrolled 3D form took minutes to compile.
+    # point and the digits, constants once unrolled, in adds (the 3D peers workload's forward pass 378 -> 295 ms):
+    # the pairs' sums, regrouped, so the same trajectory to rounding (tests/test_mpm.py). Forward only: in reverse
+    # mode the unrolled 3D form took minutes to compile.
     @ti.func
     def scatter_point(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, p):
         base, fx, w0, w1, w2 = self.spline(x, b, t, p)
