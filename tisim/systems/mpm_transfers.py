@@ -18,7 +18,7 @@ import taichi as ti
 
 class Transfers:
     """Mixin of MPM: the scatter and gather phases and their fused and reverse forms (read the model's n_grid, dim,
-    accessors and mass)."""
+    accessors, mass and stress_of)."""
 
     FUSED = {"scatter": ("scatter_point", "n_particles"), "gather": ("gather_point", "n_particles")}
     ADJOINTS = {"scatter": ("scatter_adjoint", "n_particles"), "gather": ("gather_adjoint", "n_particles")}
@@ -91,6 +91,9 @@ class Transfers:
     @ti.func
     def scatter_point(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, p):
         base, fx, w0, w1, w2 = self.spline(x, b, t, p)
+        # the point's stress phase too (its fused form is empty), into the scratch that the gather and the backward
+        # pass read, and read back while in cache
+        self.stress_of(x, theta, u, w, dt, b, t, p, True)
         m, vel, affine = self.mass(theta, b, p), self.state(x, "vel", b, t, p), self.scratch(w, "affine", b, t, p)
         pushed = m * vel - affine @ fx / self.n_grid
         columns = [ti.Vector([affine[j, k] for j in ti.static(range(self.dim))]) / self.n_grid
