@@ -52,15 +52,15 @@ class Transfers:
         return base, fx, 0.5 * (1.5 - fx) ** 2, 0.75 - (fx - 1.0) ** 2, 0.5 * (fx - 0.5) ** 2
 
     @ti.func
-    def corner(self, base, fx, w0, w1, w2, o: ti.template()):
-        """(cell index, weight, x_cell - x_p) of point's stencil cell o (a compile-time number), as pair()."""
+    def corner(self, base, w0, w1, w2, o: ti.template()):
+        """(cell index, weight) of point's stencil cell o (a compile-time number), as pair(); the cell's offset
+        (digits - fx) / n enters the sums split, through digit_sum and add_by_digits."""
         weight, cell = 1.0, 0
         for k in ti.static(range(self.dim)):
             digit = ti.static((o // 3 ** k) % 3)
             weight *= (w0, w1, w2)[digit][k]
             cell += ti.min(ti.max(base[k] + digit, 0), self.n_grid - 1) * self.n_grid ** k
-        digits = ti.Vector([ti.static((o // 3 ** k) % 3) for k in ti.static(range(self.dim))], dt=float)
-        return cell, weight, (digits - fx) / self.n_grid
+        return cell, weight
 
     @ti.func
     def scatter(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, i):
@@ -99,7 +99,7 @@ class Transfers:
         columns = [ti.Vector([affine[j, k] for j in ti.static(range(self.dim))]) / self.n_grid
                    for k in ti.static(range(self.dim))]
         for o in ti.static(range(3 ** self.dim)):
-            cell, weight, _ = self.corner(base, fx, w0, w1, w2, o)
+            cell, weight = self.corner(base, w0, w1, w2, o)
             self.accumulate(w, "grid_mass", b, t, cell, weight * m)
             self.accumulate(w, "grid_momentum", b, t, cell, weight * (pushed + self.digit_sum(columns, o)))
 
@@ -111,14 +111,10 @@ class Transfers:
         # C' = 4 n^2 sum_i v_i d_i^T = 4 n (sum_i v_i digits_i^T - v fx^T): by_digits[k] is the former's column k
         by_digits = [ti.Vector.zero(float, self.dim) for _ in ti.static(range(self.dim))]
         for o in ti.static(range(3 ** self.dim)):
-            cell, weight, _ = self.corner(base, fx, w0, w1, w2, o)
+            cell, weight = self.corner(base, w0, w1, w2, o)
             v = weight * self.scratch(w, "grid_velocity", b, t, cell)
             vel += v
-            for k in ti.static(range(self.dim)):
-                if ti.static((o // 3 ** k) % 3 == 1):
-                    by_digits[k] += v
-                if ti.static((o // 3 ** k) % 3 == 2):
-                    by_digits[k] += 2.0 * v
+            self.add_by_digits(by_digits, v, o)
         vel *= damping
         C = (4.0 * self.n_grid) * (damping * ti.Matrix.cols(by_digits) - vel.outer_product(fx))
         self.set_next(x, "vel", b, t, p, vel)
@@ -155,6 +151,16 @@ class Transfers:
                 total += 2.0 * columns[k]
         return total
 
+    @ti.func
+    def add_by_digits(self, columns: ti.template(), v, o: ti.template()):
+        """columns[k] += digit_k v over the axes, for stencil cell o's digits: summed over the cells, the columns of
+        sum_i v_i digits_i^T, in adds alone (digit_sum's transpose)."""
+        for k in ti.static(range(self.dim)):
+            if ti.static((o // 3 ** k) % 3 == 1):
+                columns[k] += v
+            if ti.static((o // 3 ** k) % 3 == 2):
+                columns[k] += 2.0 * v
+
     # Both reverses split the offset d = (digits - fx) / n of each cell into the point's part fx, whose terms are
     # summed once a point, and the digits, which are constants once unrolled: a matrix times d costs a few adds a
     # cell, where the matrix products were half of the reverses' arithmetic.
@@ -166,26 +172,23 @@ class Transfers:
         pushed = m * vel - affine @ fx / self.n_grid  # a cell's momentum per weight is pushed + A digits / n
         columns = [ti.Vector([affine[j, k] for j in ti.static(range(self.dim))]) / self.n_grid
                    for k in ti.static(range(self.dim))]
-        # sums over the cells of w mass_bar, w momentum_bar and w momentum_bar digits^T
+        # sums over the cells of w mass_bar, w momentum_bar and w momentum_bar digits^T (by columns)
         mass_sum, momentum_sum = 0.0, ti.Vector.zero(float, self.dim)
-        by_digits = ti.Matrix.zero(float, self.dim, self.dim)
+        by_digits = [ti.Vector.zero(float, self.dim) for _ in ti.static(range(self.dim))]
         x_bar = ti.Vector.zero(float, self.dim)
         for o in ti.static(range(3 ** self.dim)):
-            cell, weight, _ = self.corner(base, fx, w0, w1, w2, o)
+            cell, weight = self.corner(base, w0, w1, w2, o)
             mass_bar, momentum_bar = self.scratch(wg, "grid_mass", b, t, cell), \
                 self.scratch(wg, "grid_momentum", b, t, cell)
             weight_bar = mass_bar * m + momentum_bar.dot(pushed + self.digit_sum(columns, o))
             x_bar += weight_bar * self.weight_gradient(fx, w0, w1, w2, o)
             mass_sum += weight * mass_bar
             momentum_sum += weight * momentum_bar
-            for k in ti.static(range(self.dim)):
-                digit = ti.static((o // 3 ** k) % 3)
-                if ti.static(digit > 0):
-                    for j in ti.static(range(self.dim)):
-                        by_digits[j, k] += digit * weight * momentum_bar[j]
+            self.add_by_digits(by_digits, weight * momentum_bar, o)
         self.add_state(xg, "pos", b, t, p, x_bar - affine.transpose() @ momentum_sum)
         self.add_state(xg, "vel", b, t, p, m * momentum_sum)
-        self.accumulate(wg, "affine", b, t, p, (by_digits - momentum_sum.outer_product(fx)) / self.n_grid)
+        self.accumulate(wg, "affine", b, t, p, (ti.Matrix.cols(by_digits) - momentum_sum.outer_product(fx))
+                        / self.n_grid)
         self.add_param(theta_g, "rho", b, self.group_of[p], (mass_sum + vel.dot(momentum_sum)) * self.volume)
 
     @ti.func
@@ -202,7 +205,7 @@ class Transfers:
                    for k in ti.static(range(self.dim))]
         x_bar, damping_bar, gathered = pos_bar, 0.0, ti.Vector.zero(float, self.dim)  # gathered: sum of w v_cell
         for o in ti.static(range(3 ** self.dim)):
-            cell, weight, _ = self.corner(base, fx, w0, w1, w2, o)
+            cell, weight = self.corner(base, w0, w1, w2, o)
             grid_v = self.scratch(w, "grid_velocity", b, t, cell)
             v_bar = pulled + self.digit_sum(columns, o)
             self.accumulate(wg, "grid_velocity", b, t, cell, weight * damping * v_bar)
