@@ -49,10 +49,14 @@
 # (measured: 1e-15). At 64 x 64 in f32 the loss is asserted to 1e-5 and both gradients to 1e-4 (measured: 1.5e-6
 # between peers; every implementation's f32 gradient is within 1.1e-5 of the f64 one).
 # A peer whose package is missing gets a row that says so; one that fails says why.
+# --threads N runs every implementation on N cores: the process is pinned to N of the machine's cores before any
+# package starts its threads, Taichi runs N threads, and PyTorch's and XLA's thread pools are told N (the CPU/wall
+# column shows what each used). Work per core, where the default run compares what each package makes of the
+# whole machine.
 #
 #     TI_SKIP_VERSION_CHECK=ON TI_OFFLINE_CACHE_FILE_PATH=.cache/taichi .venv/bin/python benchmarks/peers.py \
 #         [--workloads cartpole,cartpole_batch,mass_spring,mpm,cloth] [--repeats 30] [--budget 3] [--arch cpu|cuda] \
-#         [--out out]
+#         [--threads N] [--out out]
 #     -> prints markdown tables and writes out/peers.md.   Peers: pip install -e '.[bench]'
 import argparse
 import faulthandler
@@ -436,6 +440,19 @@ def devices_for(arch):
     return devices
 
 
+def pin_threads(cores):
+    """Keep this process, and every thread any package starts later, on these cores, and size XLA's and PyTorch's
+    (OpenMP's) thread pools to match, whatever count they would read themselves."""
+    if any(name in sys.modules for name in ("jax", "torch")):
+        raise RuntimeError("--threads must take effect before JAX or PyTorch is imported")
+    os.sched_setaffinity(0, cores)
+    n = str(len(cores))
+    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[variable] = n
+    flags = f"--xla_cpu_multi_thread_eigen={'false' if n == '1' else 'true'} intra_op_parallelism_threads={n}"
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + flags).strip()
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description="tisim vs hand-written Taichi, JAX, Warp and PyTorch.")
     parser.add_argument("--workloads", default=",".join(WORKLOADS),
@@ -444,8 +461,16 @@ def main(argv=None):
     parser.add_argument("--budget", type=float, default=3.0, help="seconds per measurement that cap a slow row's "
                         f"repeats (at least {MIN_REPEATS})")
     parser.add_argument("--arch", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU cores for every implementation (default: all); --arch cpu only")
     parser.add_argument("--out", default="out", help="folder for peers.md")
     args = parser.parse_args(argv)
+    if args.threads is not None:
+        cores = sorted(os.sched_getaffinity(0))
+        if not 1 <= args.threads <= len(cores) or args.arch != "cpu":
+            parser.error(f"--threads: an integer from 1 to {len(cores)} (this process's cores), with --arch cpu; "
+                         f"got {args.threads}")
+        pin_threads(cores[:args.threads])
     faulthandler.enable()  # a crash inside a native library (Taichi, XLA, Warp, PyTorch) names the Python line
     workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
     unknown = set(workloads) - set(WORKLOADS)
@@ -464,7 +489,8 @@ def main(argv=None):
     for case in plan(workloads, devices):
         rows = None
         gc.collect()  # free the last case's arrays while the runtime that made them is alive
-        tisim.init(arch=args.arch, precision=case.precision)  # restarts Taichi when the precision changes
+        # restarts Taichi when the precision changes
+        tisim.init(arch=args.arch, precision=case.precision, threads=args.threads)
         print(f"... {case.title}{'' if case.timed else ' (agreement only)'}", flush=True)
         rows, checked = run_case(case, args, sync)
         agreement += checked
@@ -473,7 +499,9 @@ def main(argv=None):
             census.append(tisim_calls(case, rows[0], sync))
         if not costs and args.arch == "cpu":
             costs = launch_costs()
-    header = (f"arch={args.arch}, {os.cpu_count()} CPU cores, load average at start {load:.2f}; {versions()}. "
+    cores = f"{args.threads} of {os.cpu_count()} CPU cores (--threads)" if args.threads else \
+        f"{os.cpu_count()} CPU cores"
+    header = (f"arch={args.arch}, {cores}, load average at start {load:.2f}; {versions()}. "
               f"--repeats {args.repeats}, --budget {args.budget:g} s. Taichi offline-cache files at start: {cached}; "
               "Warp keeps compiled kernels in its own cache (~/.cache/warp), JAX compiles afresh in each process.")
     text = report(sections, agreement, costs, census, header, time.perf_counter() - started)
