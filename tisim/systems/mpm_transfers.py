@@ -16,6 +16,21 @@ N2 = (f - 0.5)^2 / 2, and lies at d = (digits - fx) / n from the point.
 import taichi as ti
 
 
+def stencil_contraction(values, weights, slopes):
+    """At compile time: (sum_o v_o prod_j weights[j][d_j], [sum_o v_o slopes[k][d_k] prod_(j != k) weights[j][d_j]
+    for each axis k]) over the cells o = sum_j d_j 3^j of a stencil, values v listed by o. Axis j is summed out of
+    every partial sum in turn; the partial sums kept are those with no slope factor yet and those with axis k's,
+    one for each axis k done."""
+    def contract(part, factors):  # sum out the fastest digit
+        return [part[3 * r] * factors[0] + part[3 * r + 1] * factors[1] + part[3 * r + 2] * factors[2]
+                for r in range(len(part) // 3)]
+    plain, sloped = list(values), []
+    for j in range(len(weights)):
+        sloped = [contract(part, weights[j]) for part in sloped] + [contract(plain, slopes[j])]
+        plain = contract(plain, weights[j])
+    return plain[0], [part[0] for part in sloped]
+
+
 class Transfers:
     """Mixin of MPM: the scatter and gather phases and their fused and reverse forms (read the model's n_grid, dim,
     accessors, mass and stress_of)."""
@@ -127,17 +142,17 @@ class Transfers:
     # weight is N_d0(fx_0) N_d1(fx_1) ... and its offset d = (digits - fx) / n, so dd/dx_p = -I and
     # dw/dx_p,k = n N'_dk(fx_k) times the other axes' factors (N0' = fx - 1.5, N1' = -2 (fx - 1), N2' = fx - 0.5).
     @ti.func
-    def weight_gradient(self, fx, w0, w1, w2, o: ti.template()):
-        """dw/dx_p of point's stencil cell o (a compile-time number)."""
+    def weighted_sums(self, values: ti.template(), fx, w0, w1, w2):
+        """(sum_o values[o] w_o, sum_o values[o] dw_o/dx_p) over the point's stencil cells o, for a vector of one
+        value a cell: the product weights contracted one axis at a time, as a tensor product's are, where each
+        cell's gradient on its own costs a product of d factors an axis."""
         slopes = (fx - 1.5, -2.0 * (fx - 1.0), fx - 0.5)
-        gradient = ti.Vector.zero(float, self.dim)
-        for k in ti.static(range(self.dim)):
-            factor = 1.0 * self.n_grid
-            for j in ti.static(range(self.dim)):
-                digit = ti.static((o // 3 ** j) % 3)
-                factor *= slopes[digit][j] if ti.static(j == k) else (w0, w1, w2)[digit][j]
-            gradient[k] = factor
-        return gradient
+        # ti.static: the contraction is Python run at compile time on the expressions, as an unrolled loop is
+        total, gradient = ti.static(stencil_contraction(
+            [values[o] for o in ti.static(range(3 ** self.dim))],
+            [[(w0, w1, w2)[d][j] for d in ti.static(range(3))] for j in ti.static(range(self.dim))],
+            [[slopes[d][j] for d in ti.static(range(3))] for j in ti.static(range(self.dim))]))
+        return total, ti.Vector(gradient) * self.n_grid
 
     @ti.func
     def digit_sum(self, columns: ti.template(), o: ti.template()):
@@ -175,16 +190,16 @@ class Transfers:
         # sums over the cells of w mass_bar, w momentum_bar and w momentum_bar digits^T (by columns)
         mass_sum, momentum_sum = 0.0, ti.Vector.zero(float, self.dim)
         by_digits = [ti.Vector.zero(float, self.dim) for _ in ti.static(range(self.dim))]
-        x_bar = ti.Vector.zero(float, self.dim)
+        weight_bars = ti.Vector.zero(float, 3 ** self.dim)
         for o in ti.static(range(3 ** self.dim)):
             cell, weight = self.corner(base, w0, w1, w2, o)
             mass_bar, momentum_bar = self.scratch(wg, "grid_mass", b, t, cell), \
                 self.scratch(wg, "grid_momentum", b, t, cell)
-            weight_bar = mass_bar * m + momentum_bar.dot(pushed + self.digit_sum(columns, o))
-            x_bar += weight_bar * self.weight_gradient(fx, w0, w1, w2, o)
+            weight_bars[o] = mass_bar * m + momentum_bar.dot(pushed + self.digit_sum(columns, o))
             mass_sum += weight * mass_bar
             momentum_sum += weight * momentum_bar
             self.add_by_digits(by_digits, weight * momentum_bar, o)
+        _, x_bar = self.weighted_sums(weight_bars, fx, w0, w1, w2)
         self.add_state(xg, "pos", b, t, p, x_bar - affine.transpose() @ momentum_sum)
         self.add_state(xg, "vel", b, t, p, m * momentum_sum)
         self.accumulate(wg, "affine", b, t, p, (ti.Matrix.cols(by_digits) - momentum_sum.outer_product(fx))
@@ -203,17 +218,17 @@ class Transfers:
         pulled = vel_bar + dt * pos_bar - (scale / self.n_grid) * (C_bar @ fx)
         columns = [ti.Vector([C_bar[j, k] for j in ti.static(range(self.dim))]) * (scale / self.n_grid)
                    for k in ti.static(range(self.dim))]
-        x_bar, damping_bar, gathered = pos_bar, 0.0, ti.Vector.zero(float, self.dim)  # gathered: sum of w v_cell
+        gathered, alongs = ti.Vector.zero(float, self.dim), ti.Vector.zero(float, 3 ** self.dim)  # gathered: sum w v
         for o in ti.static(range(3 ** self.dim)):
             cell, weight = self.corner(base, w0, w1, w2, o)
             grid_v = self.scratch(w, "grid_velocity", b, t, cell)
             v_bar = pulled + self.digit_sum(columns, o)
             self.accumulate(wg, "grid_velocity", b, t, cell, weight * damping * v_bar)
-            along = grid_v.dot(v_bar)
-            damping_bar += weight * along
-            x_bar += damping * along * self.weight_gradient(fx, w0, w1, w2, o)
+            alongs[o] = grid_v.dot(v_bar)
             gathered += weight * grid_v
+        damping_bar, x_bar = self.weighted_sums(alongs, fx, w0, w1, w2)
         # dd/dx_p = -I, and the cells' terms scale w damping C_bar^T v_cell sum to scale damping C_bar^T gathered
-        self.add_state(xg, "pos", b, t, p, x_bar - scale * damping * (C_bar.transpose() @ gathered))
+        self.add_state(xg, "pos", b, t, p, pos_bar + damping * x_bar
+                       - scale * damping * (C_bar.transpose() @ gathered))
         self.add_param(theta_g, "drag", b, 0, -dt * damping * damping_bar)
         self.accumulate(wg, "deformation", b, t, p, self.state(xg, "F", b, t + 1, p))
