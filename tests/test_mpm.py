@@ -455,6 +455,23 @@ def test_the_hand_written_reverses_are_taichis_reverse_mode(dim, options):
 
 
 @pytest.mark.parametrize("dim", [2, 3])
+def test_the_stencil_contraction_is_the_sum_over_cells(dim):
+    """The reverses' axis-by-axis contraction, on plain numbers, against the sums over the cells written out: each
+    cell's value times its weight (the product of one factor an axis) and times its derivative along each axis
+    (that axis's factor replaced by its slope)."""
+    from tisim.systems.mpm_transfers import stencil_contraction
+    rng = np.random.default_rng(dim)
+    values, weights, slopes = rng.normal(size=3 ** dim), rng.normal(size=(dim, 3)), rng.normal(size=(dim, 3))
+    total, gradient = stencil_contraction(list(values), weights.tolist(), slopes.tolist())
+    digits = [[(o // 3 ** j) % 3 for j in range(dim)] for o in range(3 ** dim)]
+    def summed(k):  # k: the axis whose slope replaces its weight, None for the weight itself
+        return sum(v * np.prod([(slopes if j == k else weights)[j][d[j]] for j in range(dim)])
+                   for v, d in zip(values, digits))
+    assert total == pytest.approx(summed(None), rel=1e-12, abs=1e-14)
+    assert gradient == pytest.approx([summed(k) for k in range(dim)], rel=1e-12, abs=1e-14)
+
+
+@pytest.mark.parametrize("dim", [2, 3])
 def test_the_fused_forward_takes_the_same_steps_to_rounding(dim):
     """The fused forward pass scatters and gathers per point with its 3^d cells unrolled and its sums regrouped,
     and skips the empty cells of the grid; the per-step schedule (a GPU's) goes per (point, cell) pair and every
