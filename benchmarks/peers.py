@@ -50,8 +50,8 @@
 # between peers; every implementation's f32 gradient is within 1.1e-5 of the f64 one).
 # A peer whose package is missing gets a row that says so; one that fails says why.
 # --threads N runs every implementation on N cores: the process is pinned to N of the machine's cores before any
-# package starts its threads, Taichi runs N threads, and PyTorch's and XLA's thread pools are told N (the CPU/wall
-# column shows what each used). Work per core, where the default run compares what each package makes of the
+# package starts its threads, Taichi runs N threads and PyTorch's OpenMP pool N (the CPU/wall column shows what
+# each used). Work per core, where the default run compares what each package makes of the
 # whole machine.
 #
 #     TI_SKIP_VERSION_CHECK=ON TI_OFFLINE_CACHE_FILE_PATH=.cache/taichi .venv/bin/python benchmarks/peers.py \
@@ -441,16 +441,15 @@ def devices_for(arch):
 
 
 def pin_threads(cores):
-    """Keep this process, and every thread any package starts later, on these cores, and size XLA's and PyTorch's
-    (OpenMP's) thread pools to match, whatever count they would read themselves."""
+    """Keep this process, and every thread any package starts later, on these cores; size PyTorch's (OpenMP's)
+    thread pool to match, and on one core turn XLA's multithreaded Eigen off."""
     if any(name in sys.modules for name in ("jax", "torch")):
         raise RuntimeError("--threads must take effect before JAX or PyTorch is imported")
     os.sched_setaffinity(0, cores)
-    n = str(len(cores))
     for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[variable] = n
-    flags = f"--xla_cpu_multi_thread_eigen={'false' if n == '1' else 'true'} intra_op_parallelism_threads={n}"
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + flags).strip()
+        os.environ[variable] = str(len(cores))
+    if len(cores) == 1:
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false").strip()
 
 
 def main(argv=None):

@@ -145,3 +145,13 @@ def test_only_the_engine_and_the_protocol_reach_into_a_simulator():
     assert not {k: v for k, v in reaches.items() if v}
     assert private_reaches("sim._launch(k)\nself.sim._host\nself._sim._u\nsim.__dict__\nsim.params\n") == [
         "line 1: sim._launch", "line 2: self.sim._host", "line 3: self._sim._u", "line 4: sim.__dict__"]
+
+
+@pytest.mark.parametrize("threads", ["0", str(len(os.sched_getaffinity(0)) + 1)])
+def test_the_peers_benchmark_refuses_a_thread_count_it_cannot_pin(threads):
+    """benchmarks/peers.py --threads takes 1 to the process's cores, and says so before any package loads."""
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "peers.py"), "--threads", threads],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert f"--threads: an integer from 1 to {len(os.sched_getaffinity(0))}" in done.stderr
+    assert f"got {threads}" in done.stderr
