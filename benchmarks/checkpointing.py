@@ -64,7 +64,7 @@ def run(system, horizon, method, repeats):
 
 
 # forward mode cannot compile MassSpring's step (a Taichi 1.7 limit) and does not run phased steps (MPM)
-METHODS = {"pendulum": ("unrolled", "checkpointed", "forward"), "mass_spring": ("unrolled", "checkpointed"),
+METHODS = {"pendulum": ("unrolled", "checkpointed", "forward_mode"), "mass_spring": ("unrolled", "checkpointed"),
            "worm": ("unrolled", "checkpointed"), "mpm": ("unrolled", "checkpointed")}
 
 
@@ -119,7 +119,7 @@ def plot(results, path):
     fig, (memory, time) = plt.subplots(1, 2, figsize=(10, 4))
     for (system, method), rows in results.items():
         T, mb, seconds = np.array(rows).T
-        style = {"unrolled": "o-", "checkpointed": "s--", "forward": "^:"}[method]
+        style = {"unrolled": "o-", "checkpointed": "s--", "forward_mode": "^:"}[method]
         memory.loglog(T, np.maximum(mb, 0.1), style, label=f"{system}, {method}")
         time.loglog(T, seconds, style, label=f"{system}, {method}")
     memory.set(xlabel="horizon T [steps]", ylabel="resident memory added [MB]")

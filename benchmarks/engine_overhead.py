@@ -175,11 +175,11 @@ def launch_probe(serialize):
 @contextlib.contextmanager
 def taichi_calls(sync):
     """While active, time every outermost Taichi call: kernel launches by name (".grad" for reverse mode; "bound"
-    for tisim's bound calls, tisim/launch.py), ndarray transfers and fills. Yields {label: [seconds, calls]}."""
+    for tisim's bound calls, tisim/core/launch.py), ndarray transfers and fills. Yields {label: [seconds, calls]}."""
     from taichi.lang import _ndarray, kernel_impl
     from taichi.lang.enums import AutodiffMode
 
-    from tisim import launch
+    from tisim.core import launch
 
     totals, depth = collections.defaultdict(lambda: [0.0, 0]), [0]
     labels = [(kernel_impl.Kernel, "__call__", lambda k: k.func.__name__ + (

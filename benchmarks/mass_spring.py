@@ -1,4 +1,4 @@
-# The reference 2D mass-spring workload of design.md (T=400, f32, batch 1) at 256 particles (grid 32 x 8, 906
+# The reference 2D mass-spring workload (benchmarks/README.md) (T=400, f32, batch 1) at 256 particles (grid 32 x 8, 906
 # springs) and 2,048 (32 x 64, 7,906 springs): tisim's MassSpring next to a hand-written Taichi version in the style
 # of DiffTaichi's mass_spring example (fields allocated once per size, one kernel per phase per step, spring forces
 # accumulated with atomics, ti.ad.Tape). Per optimizer iteration, with fresh actions each time:
@@ -24,7 +24,7 @@ import taichi as ti
 
 import tisim
 from tisim.robots import grid
-from tisim.runtime import numpy_real, real
+from tisim.core.runtime import numpy_real, real
 from tisim.systems.mass_spring import MassSpring, mean_x_weights, reference_actions
 
 T, T_CHECK = 400, 200

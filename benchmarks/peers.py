@@ -3,7 +3,7 @@
 # step) and PyTorch eager, each implementing the same equations (peers_cartpole.py, peers_mass_spring.py,
 # peers_mpm.py: tisim, hand-written Taichi and JAX only; peers_cloth.py: tisim, JAX and Warp only).
 #
-# Workloads (design.md's reference definitions):
+# Workloads (the reference definitions in benchmarks/README.md):
 #   cartpole        Gymnasium's cart-pole, continuous force, theta from upright, semi-implicit Euler, T=500, B=1,
 #                   f64; fixed random force sequences; loss |(x, x_dot, theta, theta_dot)[T]|^2
 #   cartpole_batch  the same, B=1024 environments with different initial angles, T=200, f64
@@ -304,7 +304,7 @@ def launch_costs(repeats=200):
     import taichi as ti
     from engine_overhead import launch_probe  # a 1-argument kernel whose loop runs parallel or serialized
 
-    from tisim.runtime import real
+    from tisim.core.runtime import real
     scratch = ti.ndarray(real(), (1024,))
     for serialize, how in ((False, "parallel"), (True, "serialized")):
         probe = launch_probe(serialize)

@@ -11,7 +11,7 @@
 # (numpy, the run's float type); every implementation returns the loss
 #     L = sum_i w_i . x_i[T]     (fixed positive weights w (N, 3) of mean 1 / N: about the mean of x + y + z)
 # and, for `gradient`, the tuple (dL/dk (S,), dL/dx_0 (N, 3)), dL/dx_0 the gradient by the initial positions.
-# The equations are tisim's MassSpring (tisim/systems/mass_spring.py) without actuators, per step:
+# The equations are tisim's MassSpring (tisim/systems/mass_spring/system.py) without actuators, per step:
 #     spring s = (i, j): d = x_j - x_i, r = |d|, n = d / r, f_s = (k_s (r - rest_s) + c (v_j - v_i) . n) n, added to
 #     i and subtracted from j
 #     ground y = 0 (y up), depth p = -y: fn = (kc p - kd min(v_y, 0)) [p > 0]; tangential v_t = (v_x, 0, v_z),
@@ -30,7 +30,7 @@ import numpy as np
 M, G, C, KC, KD, MU, EPS, DT = 0.01, 9.8, 2.0, 5000.0, 20.0, 0.6, 0.05, 5e-4
 K = 1000.0  # mean spring stiffness [N/m]
 DRAG = 0.01  # [N s/m]
-FLOOR = 1e-30  # tisim.contact.DISTANCE_FLOOR: under the square root of the slip speed
+FLOOR = 1e-30  # tisim.physics.contact.DISTANCE_FLOOR: under the square root of the slip speed
 SPACING, RIPPLE = 0.01, 0.002  # [m]
 SIZE, HORIZON = (64, 64), 200  # the timed case: 4,096 particles, 23,938 springs
 CHECK_SIZE, CHECK_HORIZON = (8, 8), 50  # the float64 agreement check
@@ -84,8 +84,8 @@ class Tisim:
         for name, value in (("m", M), ("g", G), ("damping", C), ("kc", KC), ("kd", KD), ("mu", MU), ("eps", EPS),
                             ("softness", 0.0)):
             assert defaults[name] == value, f"tisim's MassSpring changed its default {name}; update peers_cloth"
-        from tisim.contact import DISTANCE_FLOOR
-        assert DISTANCE_FLOOR == FLOOR, "tisim.contact changed DISTANCE_FLOOR; update peers_cloth.FLOOR"
+        from tisim.physics.contact import DISTANCE_FLOOR
+        assert DISTANCE_FLOOR == FLOOR, "tisim.physics.contact changed DISTANCE_FLOOR; update peers_cloth.FLOOR"
         self.sim = MassSpring(horizon=horizon, robot=cloth.robot, dt=DT, drag=DRAG, schedule=self.schedule)
         self.sim.set_initial_state(pos=cloth.x0)
         self.loss = tisim.losses.TerminalSum({"pos": cloth.weights})
@@ -307,7 +307,7 @@ def taichi_handwritten(cloth, horizon, dtype, device=None):
     the local force sum is differentiable), ti.ad.Tape for the gradient. The arch and float type are tisim.init's."""
     import taichi as ti
 
-    from tisim.runtime import numpy_real, real
+    from tisim.core.runtime import numpy_real, real
 
     spring_of, other_of, present = cloth.robot.incidence()
     N, S, T, degree = cloth.n, cloth.n_springs, horizon, spring_of.shape[1]

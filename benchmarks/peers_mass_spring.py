@@ -1,4 +1,4 @@
-# The reference mass-spring workload of design.md written five ways for benchmarks/peers.py: tisim, hand-written
+# The reference mass-spring workload (benchmarks/README.md) written five ways for benchmarks/peers.py: tisim, hand-written
 # Taichi (benchmarks/mass_spring.py's DiffTaichi-style class), JAX, Warp and PyTorch.
 #
 # Every implementation takes actions u of shape (T, S) (numpy, the run's float type) and returns the loss

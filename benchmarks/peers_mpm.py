@@ -1,4 +1,4 @@
-# The MPM workload of benchmarks/peers.py written three ways: tisim's MPM (tisim/systems/mpm.py), hand-written Taichi
+# The MPM workload of benchmarks/peers.py written three ways: tisim's MPM (tisim/systems/mpm/system.py), hand-written Taichi
 # in DiffTaichi's style, and JAX.
 #
 # Every implementation takes actions u of shape (T, A) (numpy, the run's float type; A actuators) and returns the loss
@@ -99,7 +99,7 @@ def taichi_handwritten(scene, horizon, dtype, device=None):
     step, and the grid recomputed per step in the backward pass (ti.ad.grad_replaced), all under ti.ad.Tape."""
     import taichi as ti
 
-    from tisim.runtime import numpy_real, real
+    from tisim.core.runtime import numpy_real, real
 
     body, n_grid, dim = scene.body, scene.n_grid, scene.dim
     N, T, A = len(body.particles), horizon, ACTUATORS

@@ -1,4 +1,4 @@
-"""What a sweep gains from workers, and what each job pays for travelling to one (tisim/sweep.py).
+"""What a sweep gains from workers, and what each job pays for travelling to one (tisim/optim/sweep.py).
 
 Throughput: --jobs cart-pole identifications of about a second each (4 experiments, T=100, 2,500 Adam iterations of
 identify; each job makes its own recording from its seed) run by the serial backend, then by "processes" and "ray"

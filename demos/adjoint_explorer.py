@@ -5,7 +5,7 @@
 # lambda_t = dL/dx_t (orange bar) and folds it into dL/dtheta = lambda_1 + ... + lambda_T. At the end the accumulated
 # value stands beside a central finite difference. "reset" (or r) starts the sweep again.
 #
-# Command: python demos/adjoint_explorer.py            (needs a display and Vulkan; see tisim/gui.py)
+# Command: python demos/adjoint_explorer.py            (needs a display and Vulkan; see tisim/viz/gui.py)
 #          python demos/adjoint_explorer.py --offscreen --steps 9 --screenshot out/adjoint_explorer.png
 import argparse
 import pathlib

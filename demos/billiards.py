@@ -10,7 +10,7 @@
 # the cue ball's velocity (a zero gradient, not a wrong one).
 # Prints the miss distance before and after, and writes out/billiards.gif (the optimized shot).
 # With --gui, aim by hand: drag from the cue ball and release to shoot; press O to let the optimizer start from your
-# shot and watch its result (needs a display and Vulkan; see tisim/gui.py).
+# shot and watch its result (needs a display and Vulkan; see tisim/viz/gui.py).
 #
 # Command: python demos/billiards.py [--out out] [--iterations 80] [--short] [--gui] [--contact penalty|qp]
 import argparse

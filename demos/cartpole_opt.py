@@ -7,9 +7,9 @@
 #   stage 1, find a swing:  Adam on the forces with a light terminal cost
 #   stage 2, land it:       a 100x heavier terminal cost and a smaller step
 # With --mpc the loss drives receding-horizon control instead: plan 1.5 s ahead, apply 0.1 s, re-plan, for 6 s, on
-# a plant whose pole is 20% heavier than the model believes.
+# a plant whose pole is 20% heavier than the planner believes.
 # Writes out/cartpole_opt.gif (first attempt beside the optimized one) and out/cartpole_opt_loss.png. With --gui a
-# window shows each attempt while the optimization runs (needs a display and Vulkan; see tisim/gui.py).
+# window shows each attempt while the optimization runs (needs a display and Vulkan; see tisim/viz/gui.py).
 #
 # Command: python demos/cartpole_opt.py [--mpc] [--gui] [--batch 8] [--seed 0] [--out out]
 import argparse
@@ -113,10 +113,10 @@ def perturbed_success(count=10, seed=1):
 
 def mpc(seed, plan_steps=75, apply=5, steps=300):
     """The first plan as in the open-loop demo; then re-plans with a uniform upright cost, warm-started."""
-    model = tisim.systems.Cartpole(horizon=plan_steps, theta=np.pi)
+    planner = tisim.systems.Cartpole(horizon=plan_steps, theta=np.pi)
     plant = tisim.systems.Cartpole(horizon=apply, theta=np.pi, m_pole=0.12)
-    swing_up(model, seed, iterations=(600, 300))
-    return receding_horizon(model, plant, swing_up_loss(model, 100.0, swing=1), steps=steps, apply=apply,
+    swing_up(planner, seed, iterations=(600, 300))
+    return receding_horizon(planner, plant, swing_up_loss(planner, 100.0, swing=1), steps=steps, apply=apply,
                             limits=(-FORCE_LIMIT, FORCE_LIMIT), iterations=50, lr=0.05)
 
 

@@ -15,7 +15,7 @@
 # Prints the distance walked per iteration and writes out/mpm_walker.gif (the first gait above the best one) and
 # out/mpm_walker.json (dimension, seed, starts, the first and the best distance in metres and in body lengths,
 # iterations, seconds). With --gui it then replays the best gait in a window until it is closed (in 3D the camera
-# circles the body; needs a display and Vulkan, see tisim/gui.py).
+# circles the body; needs a display and Vulkan, see tisim/viz/gui.py).
 #
 # Command: python demos/mpm_walker.py [--dim 2] [--seed 0] [--iterations 100] [--horizon 1000] [--starts 3]
 #          [--out out] [--gui]
@@ -28,7 +28,7 @@ import numpy as np
 
 import tisim
 from tisim import viz
-from tisim.assets import ASSETS
+from tisim.core.assets import ASSETS
 from tisim.gui import Window, picture_or_reason, window_problem
 from tisim.optim import Adam, minimize
 from tisim.scene import Scene

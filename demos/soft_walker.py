@@ -9,7 +9,7 @@
 # the rollout (contact and friction included), and the chain rule through the pattern gives the gradient for the
 # coefficients. The distance walked is the mean x of the particles after 1 s, from where they started.
 #
-# The recipe, and why (tisim/systems/mass_spring.py; the measurements are in the README):
+# The recipe, and why (tisim/systems/mass_spring/system.py; the measurements are in the README):
 # - dt = 0.5 ms, MassSpring's own step: at 1 ms the ground damping reverses a landing particle's vertical velocity
 #   every step (dt kd / m = 2), the rollout turns chaotic and its gradient with it.
 # - friction's velocity scale eps = 0.1 m/s: at 0.05 a loaded foot's friction can overshoot zero slip in a step.

@@ -17,7 +17,7 @@ import time
 import numpy as np
 from soft_walker import STARTS, walk
 
-from tisim.assets import ASSETS
+from tisim.core.assets import ASSETS
 from tisim.diagnostics import last_bits
 
 

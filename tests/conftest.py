@@ -15,7 +15,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 import tisim  # noqa: E402
 import tisim.diagnostics  # noqa: E402
-import tisim.phases  # noqa: E402
+import tisim.core.phases  # noqa: E402
 
 # TISIM_TEST_ARCH=cuda runs the suite on a GPU (benchmarks/gpu_check.sh); CI and `make test` use the CPU.
 # TISIM_TEST_THREADS=2 runs it on two threads, the parallel kernels users get by default (make test runs the engine,
@@ -24,7 +24,7 @@ THREADS = int(os.environ.get("TISIM_TEST_THREADS", "1"))
 TEST_SETTINGS = dict(arch=os.environ.get("TISIM_TEST_ARCH", "cpu"), precision="f64", deterministic=THREADS == 1,
                      threads=None if THREADS == 1 else THREADS)
 if THREADS > 1:  # a step's item loops run parallel on machines of more threads than SERIAL_THREADS: check them here
-    tisim.phases.SERIAL_THREADS = 1
+    tisim.core.phases.SERIAL_THREADS = 1
 
 
 @pytest.fixture(autouse=True)

@@ -120,7 +120,7 @@ def question(sim, kind, method, wrt, mode):
     loss = TerminalTarget({sim.STATE[0].name: 0.0}) + 1e-3 * Effort()
     if kind == "gradient":
         result = judged("gradient", lambda: read(sim.gradient(loss, method=method)), ["method", "segments"],
-                        forward=method == "forward")
+                        forward=method == "forward_mode")
     else:
         result = judged("jacobian", lambda: read(sim.jacobian(wrt=wrt, mode=mode)), ["wrt", "mode"],
                         forward=mode == "forward")
@@ -132,7 +132,7 @@ def run_all(examples):
     common = settings(max_examples=examples, deadline=None, derandomize=True, database=None,
                       suppress_health_check=list(HealthCheck))
     questions = dict(kind=st.sampled_from(["gradient", "jacobian"]),
-                     method=st.sampled_from(["unrolled", "checkpointed", "forward", "adjoint", "backprop", 3]),
+                     method=st.sampled_from(["unrolled", "checkpointed", "forward_mode", "continuous_adjoint", "backprop", 3]),
                      wrt=st.sampled_from(["params", "initial_state", "actions", "theta"]),
                      mode=st.sampled_from(["auto", "reverse", "forward", None]))
 

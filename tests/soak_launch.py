@@ -1,4 +1,4 @@
-"""Soak test of the bound launch path (tisim/launch.py): many simulators of every system, with random batch sizes and
+"""Soak test of the bound launch path (tisim/core/launch.py): many simulators of every system, with random batch sizes and
 horizons, made, used and dropped in random order, with garbage collection and runtime restarts at random points.
 
 Every simulator has a twin made with binding off (launch.BINDING = False: Taichi's own call path for every call),
@@ -22,7 +22,7 @@ import numpy as np
 
 os.environ.setdefault("TI_SKIP_VERSION_CHECK", "ON")
 import tisim  # noqa: E402
-from tisim import launch  # noqa: E402
+from tisim.core import launch  # noqa: E402
 from tisim.losses import Effort, TerminalTarget  # noqa: E402
 from tisim.robots import grid  # noqa: E402
 
@@ -117,8 +117,8 @@ class Pair:
             "evaluate": lambda sim: sim.evaluate(self.loss),
             "unrolled": lambda sim: sim.gradient(self.loss),
             "checkpointed": lambda sim: sim.gradient(self.loss, method="checkpointed", segments=segments),
-            "forward": lambda sim: sim.gradient(self.loss, method="forward"),
-            "adjoint": lambda sim: sim.gradient(self.loss, method="adjoint"),
+            "forward": lambda sim: sim.gradient(self.loss, method="forward_mode"),
+            "adjoint": lambda sim: sim.gradient(self.loss, method="continuous_adjoint"),
             "jacobian": lambda sim: sim.jacobian(wrt=wrt, mode=mode),
         }
         a, b = (outcome(lambda sim=sim: calls[question](sim)) for sim in (self.bound, self.plain))

@@ -74,7 +74,7 @@ def test_bad_segments():
     for bad in (0, 121, 2.5, True):
         with pytest.raises(ValueError, match=r"segments must be an integer in \[1, 120\]"):
             sim.gradient(loss, method="checkpointed", segments=bad)
-    with pytest.raises(ValueError, match="segments applies to method='checkpointed' and 'adjoint' only"):
+    with pytest.raises(ValueError, match="segments applies to method='checkpointed' and 'continuous_adjoint' only"):
         sim.gradient(loss, segments=4)
 
 

@@ -1,4 +1,4 @@
-"""Contact as a convex problem (tisim.complementarity, contact="qp" / friction="qp"): the impulses against an
+"""Contact as a convex problem (tisim.physics.complementarity, contact="qp" / friction="qp"): the impulses against an
 independent numpy solution of their optimality conditions, the implicit-function-theorem derivative against the
 formula and the unrolled one against central differences, and the physics of rigid contact: no penetration, rest
 without drift, restitution, Coulomb stopping, stick and slip within one step."""
@@ -7,9 +7,9 @@ import pytest
 import taichi as ti
 
 import tisim
-from tisim import runtime
-from tisim.complementarity import NEWTON_STEPS, contact_impulse, friction_impulse, normal_impulse
-from tisim.gradients import relative_errors
+from tisim.core import runtime
+from tisim.physics.complementarity import NEWTON_STEPS, contact_impulse, friction_impulse, normal_impulse
+from tisim.autodiff.gradient_check import relative_errors
 from tisim.systems import BouncingBall, Rigid2D, SlidingBlock
 
 G, R = 9.8, 0.1

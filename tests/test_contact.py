@@ -1,11 +1,11 @@
-"""The contact and friction laws of tisim.contact, evaluated in Taichi and compared with their formulas and physics."""
+"""The contact and friction laws of tisim.physics.contact, evaluated in Taichi and compared with their formulas and physics."""
 import math
 
 import numpy as np
 import pytest
 import taichi as ti
 
-from tisim import contact
+from tisim.physics import contact
 
 G = 9.8
 

@@ -134,8 +134,8 @@ def test_adjoint_gap_demo(tmp_path):
     results = demo.main(["--finest", "0.02", "--out", str(tmp_path)])
     for name, rows in results.items():
         assert [r["dt"] for r in rows] == [0.04, 0.02]
-        assert 1.6 <= rows[0]["adjoint"] / rows[1]["adjoint"] <= 3.0, (name, rows)
-        assert max(r["forward"] for r in rows) < 1e-12, (name, rows)
+        assert 1.6 <= rows[0]["continuous_adjoint"] / rows[1]["continuous_adjoint"] <= 3.0, (name, rows)
+        assert max(r["forward_mode"] for r in rows) < 1e-12, (name, rows)
     assert (tmp_path / "adjoint_gap.png").stat().st_size > 0
     with pytest.raises(SystemExit):
         demo.main(["--finest", "0.5"])

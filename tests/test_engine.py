@@ -259,7 +259,7 @@ def test_inputs_reach_the_arrays_rounded_as_numpy_rounds_them(arch):
 
 def test_a_long_list_of_bad_entries_is_cut_short():
     """A NonFiniteError names at most 8 entries and counts the rest (an MPM blow-up listed hundreds)."""
-    from tisim.derivatives import named
+    from tisim.core.derivatives import named
     assert named([f"pos[{i}]" for i in range(20)]) == ", ".join(f"pos[{i}]" for i in range(8)) + " and 12 more"
     assert named(["x", "v"]) == "x, v"
 
@@ -267,7 +267,7 @@ def test_a_long_list_of_bad_entries_is_cut_short():
 def test_a_step_splits_into_launches_around_its_repeated_phases():
     """Plain phases share one launch; a repeated phase gets its own, run once per repetition; a repeated last phase
     (the one that writes the next state) is refused, naming the class."""
-    from tisim.phases import launch_units, phase_list
+    from tisim.core.phases import launch_units, phase_list
     plain, sweep = (None, 4, 0, None), (None, 4, 16, None)
     assert launch_units([plain, plain, sweep, plain]) == [((0, 2, False), 0), ((2, 3, False), 16), ((3, 4, False), 0)]
     assert launch_units([sweep, sweep, plain]) == [((0, 1, False), 16), ((1, 2, False), 16), ((2, 3, False), 0)]
@@ -284,7 +284,7 @@ def test_an_implicit_phase_is_one_launch_unit_with_its_residual_phases_and_needs
     """An implicit phase and the residual phases after it form one unit (solve, then the residual; backwards the
     adjoint, then the residual's gradient); a residual phase anywhere else, an implicit phase without its solve or
     adjoint, and a repeat count that is not a positive integer are refused by name."""
-    from tisim.phases import IMPLICIT, RESIDUAL, launch_units, phase_list
+    from tisim.core.phases import IMPLICIT, RESIDUAL, launch_units, phase_list
     plain, solve, residual = (None, 4, 0, None), (None, 4, IMPLICIT, (None, None)), (None, 4, RESIDUAL, None)
     assert launch_units([plain, solve, residual, plain, plain]) == \
         [((0, 1, False), 0), ((1, 3, False), IMPLICIT), ((3, 5, False), 0)]
@@ -302,12 +302,12 @@ def test_an_implicit_phase_is_one_launch_unit_with_its_residual_phases_and_needs
         def move(self):
             pass
 
-    with pytest.raises(ValueError, match=r"Host: the implicit phase 'touch' needs \['touch_solve', 'touch_adjoint'\]"):
+    with pytest.raises(ValueError, match=r"Host: the implicit phase 'touch' needs \['touch_solve', 'touch_reverse'\]"):
         phase_list(Host((("touch", "n", IMPLICIT), ("move", "n"))))
     with pytest.raises(ValueError, match="Host: the residual phase 'touch' must follow an implicit phase"):
         phase_list(Host((("touch", "n", RESIDUAL), ("move", "n"))))
     for bad in (0, -1, 2.5, True, "often"):
         with pytest.raises(ValueError, match="Host: phase 'touch' repeats an integer >= 1 times"):
             phase_list(Host((("touch", "n", bad), ("move", "n"))))
-    Host.touch_solve = Host.touch_adjoint = Host.touch
+    Host.touch_solve = Host.touch_reverse = Host.touch
     assert [entry[2] for entry in phase_list(Host((("touch", "n", IMPLICIT), ("move", "n"))))] == [IMPLICIT, 0]

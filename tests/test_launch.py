@@ -1,4 +1,4 @@
-"""Bound kernel calls (tisim/launch.py) do exactly what Taichi's own calls do."""
+"""Bound kernel calls (tisim/core/launch.py) do exactly what Taichi's own calls do."""
 import gc
 
 import numpy as np
@@ -6,7 +6,7 @@ import taichi as ti
 from conftest import TEST_SETTINGS
 
 import tisim
-from tisim.launch import Launches
+from tisim.core.launch import Launches
 
 
 @ti.kernel

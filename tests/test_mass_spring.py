@@ -8,13 +8,13 @@ import pytest
 import taichi as ti
 
 import tisim
-from tisim.quantities import Scratch
+from tisim.core.quantities import Scratch
 from tisim.robots import Robot, grid
 from tisim.systems.mass_spring import MassSpring, mean_x_weights, reference_actions
 
 
 def test_reference_grid_sizes():
-    """The reference grids have the particle and spring counts of design.md's workload (256 / 906, 2048 / 7906)."""
+    """The reference grids have the particle and spring counts of the reference workload (benchmarks/README.md) (256 / 906, 2048 / 7906)."""
     for (nx, ny), (n, s) in {(32, 8): (256, 906), (32, 64): (2048, 7906)}.items():
         robot = grid(nx, ny)
         assert (len(robot.particles), len(robot.springs)) == (n, s)
@@ -54,7 +54,7 @@ def test_malformed_robot_file_names_the_field(tmp_path, edit, message):
 
 
 def numpy_reference(robot, T, dt, actions, k=1000.0, c=2.0, kc=5000.0, kd=20.0, mu=0.6, eps=0.05, m=0.01, g=9.8):
-    """design.md's reference workload, written independently with numpy loops over springs."""
+    """The reference mass-spring workload (benchmarks/README.md), written independently with numpy loops over springs."""
     x, v = robot.particles.copy(), np.zeros_like(robot.particles)
     rest, owner = robot.rest_lengths(), robot.actuator_of_spring()
     for t in range(T):

@@ -352,7 +352,7 @@ def test_obstacle_parameters_follow_the_obstacles():
 class TaichiReverse(MassSpring):
     """MassSpring differentiated by Taichi's reverse mode of its branch-free phases, where MassSpring runs the
     phases' hand-written reverses (and a forward form that skips the contact laws where nothing is touched)."""
-    ADJOINTS = {}
+    REVERSES = {}
     FUSED = {}
 
 

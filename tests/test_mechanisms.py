@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import tisim
-from tisim.protocol import Protocol
+from tisim.core.protocol import Protocol
 from tisim.robots import grid
 from tisim.systems import Cartpole, Linear, MassSpring, Pendulum, ScalarLinear
 
@@ -37,18 +37,18 @@ def flat(groups):
 # ---- forward mode ---------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("make, loss", [(pendulum, PENDULUM_LOSS), (cartpole, CARTPOLE_LOSS)])
 def test_forward_gradient_equals_unrolled_and_central_differences(make, loss):
-    """method="forward" gives the unrolled params and initial-state gradients to 1e-10, and central differences
+    """method="forward_mode" gives the unrolled params and initial-state gradients to 1e-10, and central differences
     to 1e-5 (measured worst 1.2e-6: the cart-pole's mu_cart at 0, on the friction clip's kink); it has no action
     gradients and says so."""
     sim = make()
-    unrolled, forward = sim.gradient(loss), sim.gradient(loss, method="forward")
+    unrolled, forward = sim.gradient(loss), sim.gradient(loss, method="forward_mode")
     assert forward.value == pytest.approx(unrolled.value, rel=1e-12)
     for group in ("params", "initial_state"):
         a, b = flat(getattr(unrolled, group)), flat(getattr(forward, group))
         np.testing.assert_allclose(b, a, rtol=1e-10, atol=1e-12 * np.abs(a).max())
-    report = tisim.gradcheck(sim, loss, groups=("params", "initial_state"), method="forward")
+    report = tisim.gradcheck(sim, loss, groups=("params", "initial_state"), method="forward_mode")
     assert report.worst < 1e-5, str(report)
-    with pytest.raises(ValueError, match="method='forward'.*params and initial_state"):
+    with pytest.raises(ValueError, match="method='forward_mode'.*params and initial_state"):
         _ = forward.actions
 
 
@@ -94,10 +94,10 @@ def test_forward_jacobian_equals_reverse(wrt):
 
 def test_auto_mode_picks_forward_when_inputs_are_fewer(monkeypatch):
     """mode="auto" runs forward mode exactly when the inputs are fewer than the final-state entries."""
-    import tisim.engine
+    import tisim.autodiff.jacobians as jacobians
     calls = []
-    original = tisim.engine._MECHANISMS["jacobian"]
-    monkeypatch.setitem(tisim.engine._MECHANISMS, "jacobian", lambda sim, wrt: calls.append(wrt) or original(sim, wrt))
+    original = jacobians.forward_jacobian
+    monkeypatch.setattr(jacobians, "forward_jacobian", lambda sim, wrt: calls.append(wrt) or original(sim, wrt))
     ScalarLinear(horizon=5).jacobian(wrt="params")  # 2 inputs (a, b), 1 output: reverse
     assert calls == []
     sim = Linear(horizon=5, n=3, m=1)
@@ -112,7 +112,7 @@ def test_forward_mode_keeps_nothing_per_step_on_a_long_horizon():
     the checkpointed reverse-mode gradients to 1e-9."""
     sim = pendulum(horizon=100_000, dt=1e-3, batch=1)
     loss = tisim.losses.TerminalTarget({"theta": 0.2})
-    forward = sim.gradient(loss, method="forward")
+    forward = sim.gradient(loss, method="forward_mode")
     assert sim.x is None
     assert Protocol.of(sim).held("forward mode").length <= 1024  # the one segment buffer, whatever T is
     checkpointed = sim.gradient(loss, method="checkpointed")
@@ -133,7 +133,7 @@ def test_forward_mode_unsupported_step_is_a_clear_error(make):
     sim = make()
     loss = tisim.losses.TerminalTarget({sim.STATE[0].name: 0.0})
     with pytest.raises(NotImplementedError, match=f"{type(sim).__name__}.*use method='unrolled'"):
-        sim.gradient(loss, method="forward")
+        sim.gradient(loss, method="forward_mode")
     sim = Cartpole(horizon=3)
     assert sim.jacobian(wrt="params", mode="auto").matrix.shape == (1, 4, 6)
 
@@ -143,7 +143,7 @@ def test_forward_mode_unsupported_step_is_a_clear_error(make):
     (lambda sim: tisim.jvp(sim, actions=np.ones(3)), r"actions must have shape \(20,\)"),
     (lambda sim: tisim.jvp(sim, initial_state={"theta": np.nan}), "NaN"),
     (lambda sim: sim.jacobian(mode="fwd"), "mode must be one of.*Perhaps you meant 'forward'"),
-    (lambda sim: sim.gradient(PENDULUM_LOSS, method="forward", segments=3), "segments applies to"),
+    (lambda sim: sim.gradient(PENDULUM_LOSS, method="forward_mode", segments=3), "segments applies to"),
 ])
 def test_bad_forward_mode_input(call, message):
     with pytest.raises((ValueError, TypeError), match=message):
@@ -163,7 +163,7 @@ def adjoint_gaps(make, loss, dts, horizon_s):
     gaps = []
     for dt in dts:
         sim = make(horizon=int(round(horizon_s / dt)), dt=dt)
-        exact, adjoint = sim.gradient(loss), sim.gradient(loss, method="adjoint")
+        exact, adjoint = sim.gradient(loss), sim.gradient(loss, method="continuous_adjoint")
         a = np.concatenate([flat(exact.params), flat(exact.initial_state)], axis=1)
         b = np.concatenate([flat(adjoint.params), flat(adjoint.initial_state)], axis=1)
         gaps.append(np.abs(a - b).max() / np.abs(a).max())
@@ -192,7 +192,7 @@ def test_continuous_adjoint_action_gradients_and_tracking_loss():
         sim = pendulum(horizon=int(round(1.0 / dt)), dt=dt, batch=1)
         data = {"theta": np.where(np.arange(sim.T + 1) % 4 == 0, 0.1, np.nan)}
         loss = tisim.losses.Tracking(data) * dt + PENDULUM_LOSS
-        exact, adjoint = sim.gradient(loss), sim.gradient(loss, method="adjoint")
+        exact, adjoint = sim.gradient(loss), sim.gradient(loss, method="continuous_adjoint")
         gaps.append(max(np.abs(exact.actions - adjoint.actions).max() / np.abs(exact.actions).max(),
                         np.abs(flat(exact.params) - flat(adjoint.params)).max() / np.abs(flat(exact.params)).max()))
     assert gaps[1] < gaps[0] / 4 and gaps[1] < 1e-2, gaps
@@ -204,12 +204,23 @@ def test_continuous_adjoint_against_central_differences(make, loss, horizon):
     largest entry. It approximates to O(dt), so small entries carry the same absolute error: entry by entry the
     relative gap reaches 8% (cart-pole, m_cart)."""
     sim = make(horizon=horizon, dt=0.002)
-    report = tisim.gradcheck(sim, loss, groups=("params", "initial_state"), method="adjoint")
+    report = tisim.gradcheck(sim, loss, groups=("params", "initial_state"), method="continuous_adjoint")
     for check in report.values():
         gap = np.abs(check.backward - check.central).max() / np.abs(check.central).max()
         assert gap < 1e-2, (check.group, gap)
 
 
 def test_continuous_adjoint_needs_an_ode():
-    with pytest.raises(TypeError, match="method='adjoint' needs a system defined by an ODE.*ScalarLinear"):
-        ScalarLinear(horizon=5).gradient(tisim.losses.TerminalTarget({"x": 1.0}), method="adjoint")
+    with pytest.raises(TypeError, match="method='continuous_adjoint' needs a system defined by an ODE.*ScalarLinear"):
+        ScalarLinear(horizon=5).gradient(tisim.losses.TerminalTarget({"x": 1.0}), method="continuous_adjoint")
+
+
+@pytest.mark.parametrize("old, new", [("forward", "forward_mode"), ("adjoint", "continuous_adjoint")])
+def test_renamed_methods_warn_and_give_the_same_gradient(old, new):
+    """The methods' earlier names still work, warn that they are renamed, and give the new name's gradient."""
+    sim = tisim.systems.Pendulum(horizon=40)
+    loss = tisim.losses.TerminalTarget({"theta": 0.5})
+    expected = sim.gradient(loss, method=new).params["l"]
+    with pytest.warns(DeprecationWarning, match=f"method='{old}' is now method='{new}'"):
+        got = sim.gradient(loss, method=old).params["l"]
+    np.testing.assert_array_equal(got, expected)

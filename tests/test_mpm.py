@@ -413,7 +413,7 @@ def test_every_schedule_gives_the_same_gradients():
 class TaichiReverse(MPM):
     """MPM with Taichi's reverse mode of its four phases (scatter and gather per pair) in place of the hand-written
     reverses."""
-    ADJOINTS = {}
+    REVERSES = {}
 
 
 @pytest.mark.parametrize("dim, options", [
@@ -459,7 +459,7 @@ def test_the_stencil_contraction_is_the_sum_over_cells(dim):
     """The reverses' axis-by-axis contraction, on plain numbers, against the sums over the cells written out: each
     cell's value times its weight (the product of one factor an axis) and times its derivative along each axis
     (that axis's factor replaced by its slope)."""
-    from tisim.systems.mpm_transfers import stencil_contraction
+    from tisim.systems.mpm.transfers import stencil_contraction
     rng = np.random.default_rng(dim)
     values, weights, slopes = rng.normal(size=3 ** dim), rng.normal(size=(dim, 3)), rng.normal(size=(dim, 3))
     total, gradient = stencil_contraction(list(values), weights.tolist(), slopes.tolist())
@@ -490,8 +490,8 @@ def test_the_fused_forward_takes_the_same_steps_to_rounding(dim):
 
 @pytest.mark.parametrize("attribute, forms", [
     ("FUSED", {"scatter": ("no_such_form", "n_particles")}), ("FUSED", {"scatter": ("scatter_point", "no_such_size")}),
-    ("FUSED", {"nowhere": ("gather", "n_pairs")}), ("ADJOINTS", {"gather": ("no_such_reverse", "n_particles")}),
-    ("ADJOINTS", {"stress": ("gather_adjoint", "n_cells_")})])
+    ("FUSED", {"nowhere": ("gather", "n_pairs")}), ("REVERSES", {"gather": ("no_such_reverse", "n_particles")}),
+    ("REVERSES", {"stress": ("gather_reverse", "n_cells_")})])
 def test_a_phase_form_must_name_a_phase_a_function_and_a_size(attribute, forms):
     Broken = type("Broken", (MPM,), {attribute: forms})
     with pytest.raises(ValueError, match=f"Broken: {attribute} maps a plain phase"):

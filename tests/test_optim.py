@@ -1,4 +1,4 @@
-"""Optimizers and the optimization loop: convergence, constraints, the non-finite guard, checkpoint and resume."""
+"""Optimizers and the optimization loop: convergence, constraints, the non-finite guard, snapshots and resume."""
 import os
 import signal
 import subprocess
@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from tisim.derivatives import NonFiniteError
+from tisim.core.derivatives import NonFiniteError
 from tisim.optim import Adam, GradientDescent, lbfgs, minimize
 
 TARGET = np.array([3.0, -2.0, 0.5])
@@ -87,7 +87,7 @@ def test_early_stopping_and_callback():
 
 
 def test_interrupted_run_resumes_to_the_same_result(tmp_path):
-    """A run stopped mid-way and resumed from its checkpoint ends bitwise equal to an uninterrupted run, history and
+    """A run stopped mid-way and resumed from its snapshot ends bitwise equal to an uninterrupted run, history and
     recorded values included."""
     straight = minimize(bowl, {"p": np.zeros(3)}, optimizer=Adam(lr=0.05), iterations=40, record_values=True)
     path = str(tmp_path / "run.npz")
@@ -97,10 +97,10 @@ def test_interrupted_run_resumes_to_the_same_result(tmp_path):
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        minimize(bowl, {"p": np.zeros(3)}, optimizer=Adam(lr=0.05), iterations=40, checkpoint=path,
-                 checkpoint_every=5, callback=interrupt, record_values=True)
-    resumed = minimize(bowl, {"p": np.zeros(3)}, optimizer=Adam(lr=0.05), iterations=40, checkpoint=path,
-                       checkpoint_every=5, record_values=True)
+        minimize(bowl, {"p": np.zeros(3)}, optimizer=Adam(lr=0.05), iterations=40, snapshot=path,
+                 snapshot_every=5, callback=interrupt, record_values=True)
+    resumed = minimize(bowl, {"p": np.zeros(3)}, optimizer=Adam(lr=0.05), iterations=40, snapshot=path,
+                       snapshot_every=5, record_values=True)
     np.testing.assert_array_equal(resumed.values["p"], straight.values["p"])
     assert [h["loss"] for h in resumed.history] == [h["loss"] for h in straight.history]
     for a, b in zip(resumed.history, straight.history):
@@ -117,15 +117,15 @@ KILLED_RUN = textwrap.dedent("""
         time.sleep(0.002)
         d = v["p"] - target
         return float(d @ d), {"p": 2 * d}
-    r = minimize(bowl, {"p": np.zeros(3)}, optimizer=Adam(lr=0.05), iterations=1000, checkpoint=sys.argv[1],
-                 checkpoint_every=1)
+    r = minimize(bowl, {"p": np.zeros(3)}, optimizer=Adam(lr=0.05), iterations=1000, snapshot=sys.argv[1],
+                 snapshot_every=1)
     np.save(sys.argv[2], r.values["p"])
     np.save(sys.argv[2] + ".loss.npy", [h["loss"] for h in r.history])
 """)
 
 
 def test_killed_process_resumes_to_the_same_result(tmp_path):
-    """A process killed with SIGKILL at random moments, again and again, resumes from its checkpoint each time and
+    """A process killed with SIGKILL at random moments, again and again, resumes from its snapshot each time and
     ends bitwise equal to an uninterrupted run, with one history entry per iteration."""
     script, path = tmp_path / "run.py", str(tmp_path / "run.npz")
     script.write_text(KILLED_RUN)
@@ -157,23 +157,23 @@ EVIL_PICKLE = textwrap.dedent("""
 """)
 
 
-def test_a_checkpoint_is_data_never_code(tmp_path):
-    """A pickle (here one that would create a file when unpickled) or a damaged file at the checkpoint path is refused
+def test_a_snapshot_is_data_never_code(tmp_path):
+    """A pickle (here one that would create a file when unpickled) or a damaged file at the snapshot path is refused
     with a clear error, and nothing in it runs."""
     script, path, witness = tmp_path / "evil.py", tmp_path / "run.npz", tmp_path / "ran"
     script.write_text(EVIL_PICKLE)
     subprocess.run([sys.executable, str(script), str(path), str(witness)], check=True)
     with pytest.raises(ValueError, match="is not a tisim snapshot"):
-        minimize(bowl, {"p": np.zeros(3)}, iterations=5, checkpoint=str(path))
+        minimize(bowl, {"p": np.zeros(3)}, iterations=5, snapshot=str(path))
     assert not witness.exists()
-    minimize(bowl, {"p": np.zeros(3)}, iterations=5, checkpoint=str(path.with_name("good.npz")), checkpoint_every=1)
+    minimize(bowl, {"p": np.zeros(3)}, iterations=5, snapshot=str(path.with_name("good.npz")), snapshot_every=1)
     damaged = path.with_name("good.npz").read_bytes()
     path.write_bytes(damaged[: len(damaged) // 2])
     with pytest.raises(ValueError, match="is not a tisim snapshot"):
-        minimize(bowl, {"p": np.zeros(3)}, iterations=5, checkpoint=str(path))
+        minimize(bowl, {"p": np.zeros(3)}, iterations=5, snapshot=str(path))
 
 
-def test_a_checkpoint_of_another_problem_is_refused(tmp_path):
+def test_a_snapshot_of_another_problem_is_refused(tmp_path):
     """Resuming checks the problem: another horizon (actions of another shape), another optimizer setting, or another
     simulator with the same parameter shapes is an error naming the difference."""
     import tisim
@@ -182,25 +182,25 @@ def test_a_checkpoint_of_another_problem_is_refused(tmp_path):
 
     path = str(tmp_path / "run.npz")
     loss = TerminalTarget({"theta": 0.0})
-    optimize_actions(tisim.systems.Pendulum(horizon=20), loss, iterations=3, checkpoint=path, checkpoint_every=1)
-    with pytest.raises(ValueError, match=r"different problem: variables\['actions'\] is \[1, 20\] in the checkpoint "
+    optimize_actions(tisim.systems.Pendulum(horizon=20), loss, iterations=3, snapshot=path, snapshot_every=1)
+    with pytest.raises(ValueError, match=r"different problem: variables\['actions'\] is \[1, 20\] in the snapshot "
                                          r"and \[1, 30\] here"):
-        optimize_actions(tisim.systems.Pendulum(horizon=30), loss, iterations=5, checkpoint=path)
-    with pytest.raises(ValueError, match=r"optimizer\['lr'\] is 0.1 in the checkpoint and 0.2 here"):
-        optimize_actions(tisim.systems.Pendulum(horizon=20), loss, iterations=5, checkpoint=path,
+        optimize_actions(tisim.systems.Pendulum(horizon=30), loss, iterations=5, snapshot=path)
+    with pytest.raises(ValueError, match=r"optimizer\['lr'\] is 0.1 in the snapshot and 0.2 here"):
+        optimize_actions(tisim.systems.Pendulum(horizon=20), loss, iterations=5, snapshot=path,
                          optimizer=Adam(lr=0.2))
-    resumed = optimize_actions(tisim.systems.Pendulum(horizon=20), loss, iterations=5, checkpoint=path)
+    resumed = optimize_actions(tisim.systems.Pendulum(horizon=20), loss, iterations=5, snapshot=path)
     assert resumed.iterations == 5 and len(resumed.history) == 5
     fit = str(tmp_path / "fit.npz")
     data = {"theta": np.zeros(21)}
-    identify(tisim.systems.Pendulum(horizon=20), Tracking(data), ["l"], iterations=2, checkpoint=fit)
-    with pytest.raises(ValueError, match=r"problem\['horizon'\] is 20 in the checkpoint and 30 here"):
+    identify(tisim.systems.Pendulum(horizon=20), Tracking(data), ["l"], iterations=2, snapshot=fit)
+    with pytest.raises(ValueError, match=r"problem\['horizon'\] is 20 in the snapshot and 30 here"):
         identify(tisim.systems.Pendulum(horizon=30), Tracking({"theta": np.zeros(31)}), ["l"], iterations=4,
-                 checkpoint=fit)
+                 snapshot=fit)
 
 
-def test_a_long_run_keeps_a_small_checkpoint(tmp_path):
-    """3,000 iterations of a cart-pole swing (B=2, T=150) leave a checkpoint of a few numbers per iteration, not
+def test_a_long_run_keeps_a_small_snapshot(tmp_path):
+    """3,000 iterations of a cart-pole swing (B=2, T=150) leave a snapshot of a few numbers per iteration, not
     every iterate's actions (those only with record_values=True)."""
     import tisim
     from tisim.losses import Effort, TerminalTarget
@@ -209,7 +209,7 @@ def test_a_long_run_keeps_a_small_checkpoint(tmp_path):
     sim = tisim.systems.Cartpole(horizon=150, batch=2, theta=np.pi)
     path = tmp_path / "swing.npz"
     optimize_actions(sim, TerminalTarget({"theta": 0.0}) + 1e-3 * Effort(), limits=(-10, 10), iterations=3000,
-                     checkpoint=str(path), checkpoint_every=3000)
+                     snapshot=str(path), snapshot_every=3000)
     assert path.stat().st_size < 200_000, path.stat().st_size  # measured with the pickle format: 7.5 MB
 
 
@@ -261,3 +261,13 @@ def test_lbfgs_shortens_a_step_that_blows_up():
 def test_lbfgs_bad_arguments(keywords, message):
     with pytest.raises(ValueError, match=f"lbfgs: {message}"):
         lbfgs(rosenbrock, np.zeros(2), **keywords)
+
+
+def test_the_earlier_snapshot_keywords_warn_and_still_resume(tmp_path):
+    """checkpoint= and checkpoint_every=, minimize's earlier names for snapshot= and snapshot_every=, warn and work."""
+    path = str(tmp_path / "run.npz")
+    with pytest.warns(DeprecationWarning, match="checkpoint= is now snapshot="):
+        minimize(bowl, {"p": np.zeros(3)}, optimizer=Adam(lr=0.05), iterations=4, checkpoint=path, checkpoint_every=2)
+    assert os.path.exists(path)
+    with pytest.raises(TypeError, match="unexpected keyword arguments \\['snapshots'\\]"):
+        minimize(bowl, {"p": np.zeros(3)}, iterations=1, snapshots=path)

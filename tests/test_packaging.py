@@ -76,8 +76,9 @@ def test_runs_with_a_read_only_home_and_no_network(tmp_path):
     assert (tmp_path / "walk.gif").stat().st_size > 0 and (tmp_path / "history.png").stat().st_size > 0
 
 
-def tisim_imports():
-    """{module: the tisim modules it imports anywhere in its source, at import or inside a function}."""
+def tisim_imports(keep_unknown=False):
+    """{module: the tisim modules it imports anywhere in its source, at import or inside a function}; keep_unknown:
+    names that are no module file too (a flat name, a class imported from a package)."""
     graph = {}
     for path in (ROOT / "tisim").rglob("*.py"):
         parts = path.relative_to(ROOT).with_suffix("").parts
@@ -89,19 +90,20 @@ def tisim_imports():
             elif isinstance(node, ast.ImportFrom):
                 assert node.level == 0, f"{path}: tisim imports its own modules by absolute name"
                 if node.module.startswith("tisim"):
-                    # `from tisim import engine` imports tisim.engine; `from tisim.engine import X`, tisim.engine
+                    # `from tisim.core import engine` imports tisim.core.engine; `from tisim.core.engine import X`,
+                    # tisim.core.engine
                     found.update(f"{node.module}.{alias.name}" for alias in node.names)
                     found.add(node.module)
         graph[module] = found
-    return {m: {d for d in deps if d in graph and d != m} for m, deps in graph.items()}
+    return {m: {d for d in deps if (keep_unknown or d in graph) and d != m} for m, deps in graph.items()}
 
 
 def test_imports_point_one_way():
     """No import circle among tisim's modules; an import inside a function counts too. Only a package and its own
     modules may import each other (its __init__ gathers them)."""
     graph = tisim_imports()
-    assert {"tisim.engine", "tisim.checkpointing", "tisim.runtime", "tisim.launch"} <= set(graph)
-    assert "tisim.engine" in graph["tisim.checkpointing"]  # the scan sees what it should
+    assert {"tisim.core.engine", "tisim.autodiff.checkpointing", "tisim.core.runtime", "tisim.core.launch"} <= set(graph)
+    assert "tisim.core.engine" in graph["tisim.autodiff.checkpointing"]  # the scan sees what it should
 
     def cycle_from(start):
         stack, on_path = [(start, iter(sorted(graph[start])))], [start]
@@ -124,6 +126,53 @@ def test_imports_point_one_way():
     assert not cycles, f"import circles: {[' -> '.join(c) for c in cycles]}"
 
 
+# tisim's layers, lowest first: a module may import from its own layer and the layers before it, never after
+LAYERS = ("core", "autodiff", "physics", "learn", "systems", "optim", "viz")
+
+
+def layer_of(module):
+    parts = module.split(".")
+    return LAYERS.index(parts[1]) if len(parts) > 1 and parts[1] in LAYERS else None
+
+
+def upward_imports(graph):
+    """(module, what it imports) pairs where a module imports from a layer above its own."""
+    return sorted((m, d) for m, deps in graph.items() for d in deps
+                  if layer_of(m) is not None and layer_of(d) is not None and layer_of(d) > layer_of(m))
+
+
+def test_imports_point_down_the_layers():
+    """Every module of a layer folder imports only from its own layer and the ones below (core < autodiff < physics
+    < learn < systems < optim < viz), and never through tisim's flat names (tisim.tasks, tisim.plots, ...)."""
+    import tisim
+
+    graph = tisim_imports()
+    assert set(LAYERS) == {p.name for p in (ROOT / "tisim").iterdir() if (p / "__init__.py").exists()}
+    assert not upward_imports(graph), upward_imports(graph)
+    flat = [(m, d) for m, deps in tisim_imports(keep_unknown=True).items() for d in deps
+            if d.startswith("tisim.") and d.split(".")[1] in tisim.FLAT_NAMES and m != "tisim"]
+    assert not flat, f"modules inside tisim/ import a flat name instead of its module: {flat}"
+    # the check itself: a core module that imported a system would be found
+    assert upward_imports({"tisim.core.engine": {"tisim.systems.cartpole"}, "tisim.systems.cartpole": set()}) == [
+        ("tisim.core.engine", "tisim.systems.cartpole")]
+
+
+def test_flat_names_are_the_layered_modules():
+    """tisim.tasks, tisim.plots, ... are the modules inside the layers, as attributes and to import statements."""
+    import importlib
+
+    import tisim
+
+    for flat, real in tisim.FLAT_NAMES.items():
+        if flat == "pytorch" and importlib.util.find_spec("torch") is None:
+            continue
+        module = importlib.import_module(f"tisim.{flat}")
+        assert module is importlib.import_module(real) is getattr(tisim, flat)
+        assert module.__spec__.name == real
+    with pytest.raises(AttributeError, match="no attribute 'not_a_module'"):
+        tisim.not_a_module  # noqa: B018
+
+
 def private_reaches(source):
     """Lines where code reads a private attribute of a simulator (sim._x, self.sim._x, self._sim._x, sim.__dict__)."""
     found = []
@@ -138,7 +187,7 @@ def private_reaches(source):
 
 
 def test_only_the_engine_and_the_protocol_reach_into_a_simulator():
-    """The mechanisms and loops use a simulator through tisim/protocol.py; only the engine and that module read a
+    """The mechanisms and loops use a simulator through tisim/core/protocol.py; only the engine and that module read a
     simulator's private attributes, so the engine can change behind one class."""
     reaches = {path.name: private_reaches(path.read_text()) for path in (ROOT / "tisim").rglob("*.py")
                if path.name not in ("engine.py", "protocol.py")}

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import tisim
-from tisim.gradients import relative_errors
+from tisim.autodiff.gradient_check import relative_errors
 from tisim.systems import Rigid2D
 
 G = 9.8

@@ -9,8 +9,8 @@ from conftest import TEST_SETTINGS
 from taichi.lang import impl
 
 import tisim
-from tisim import runtime
-from tisim.launch import _BoundCall
+from tisim.core import runtime
+from tisim.core.launch import _BoundCall
 from tisim.robots import Robot
 from tisim.systems import Linear, MassSpring, ScalarLinear
 
@@ -141,7 +141,7 @@ def test_restart_lets_the_old_program_go():
     body = MassSpring(horizon=3, robot=Robot.load("worm"))
     body.rollout()
     pendulum = Linear(horizon=3, n=2, m=1)
-    pendulum.gradient(tisim.losses.TerminalTarget({"x": [1.0, 0.0]}), method="forward")
+    pendulum.gradient(tisim.losses.TerminalTarget({"x": [1.0, 0.0]}), method="forward_mode")
     stray = [call for call in body._launch._bound.values() if isinstance(call, _BoundCall)]
     assert stray  # bound calls held elsewhere too, as a kept traceback would hold one
     old = impl.get_runtime().prog

@@ -1,4 +1,4 @@
-"""Sweeps (tisim/sweep.py): every backend gives the serial results bit for bit in deterministic mode; failed jobs are
+"""Sweeps (tisim/optim/sweep.py): every backend gives the serial results bit for bit in deterministic mode; failed jobs are
 reported and do not stop the others; killed workers are retried; an interrupted sweep resumes from its folder; and a
 real two-node Ray cluster on this machine finishes a sweep in which one of its workers was killed mid-job."""
 import os

@@ -36,12 +36,12 @@ def test_identify_recovers_cartpole_parameters_from_noiseless_data():
     truth = tisim.systems.Cartpole(horizon=80, batch=4, **initial, **true)
     truth.set_actions(forces)
     observed = {k: v for k, v in truth.rollout().items() if k in ("x", "theta")}
-    model = tisim.systems.Cartpole(horizon=80, batch=4, **initial, **sysid.CARTPOLE_GUESS)
-    model.set_actions(forces)
-    result = identify(model, Tracking(observed), list(true), iterations=500, optimizer=tisim.optim.Adam(lr=0.05))
+    sim = tisim.systems.Cartpole(horizon=80, batch=4, **initial, **sysid.CARTPOLE_GUESS)
+    sim.set_actions(forces)
+    result = identify(sim, Tracking(observed), list(true), iterations=500, optimizer=tisim.optim.Adam(lr=0.05))
     for name, value in true.items():
         assert result.values[name] == pytest.approx(value, rel=0.02), name
-        assert model.params[name][0] == pytest.approx(result.values[name])
+        assert sim.params[name][0] == pytest.approx(result.values[name])
 
 
 @pytest.mark.perturbed
@@ -65,12 +65,12 @@ def test_identify_rejects_unknown_parameters():
 
 
 @pytest.mark.perturbed
-def test_receding_horizon_corrects_model_error():
-    """MPC on a plant whose dynamics differ from the model's ends far closer to the target than the open-loop plan."""
-    model = tisim.systems.ScalarLinear(horizon=6, a=0.8, theta=0.0)
+def test_receding_horizon_corrects_a_modelling_error():
+    """MPC on a plant whose dynamics differ from the planner's ends far closer to the target than the open-loop plan."""
+    planner = tisim.systems.ScalarLinear(horizon=6, a=0.8, theta=0.0)
     plant = tisim.systems.ScalarLinear(horizon=1, a=0.95, theta=0.0)
     loss = TerminalTarget({"x": 1.0}) + Tracking({"x": np.r_[np.nan, np.ones(6)]}) + 1e-3 * Effort()
-    run = receding_horizon(model, plant, loss, steps=20, apply=1, iterations=80, lr=0.05)
+    run = receding_horizon(planner, plant, loss, steps=20, apply=1, iterations=80, lr=0.05)
     assert run.states["x"].shape == (1, 21) and run.actions.shape == (1, 20) and len(run.plans) == 20
     first_plan = run.plans[0].values["actions"][0]
     open_loop = tisim.systems.ScalarLinear(horizon=20, a=0.95, theta=0.0)
@@ -82,9 +82,9 @@ def test_receding_horizon_corrects_model_error():
 
 def test_receding_horizon_validates_its_arguments():
     """Mismatched horizons and step counts are rejected before any planning."""
-    model, plant = tisim.systems.ScalarLinear(horizon=6), tisim.systems.ScalarLinear(horizon=2)
+    planner, plant = tisim.systems.ScalarLinear(horizon=6), tisim.systems.ScalarLinear(horizon=2)
     loss = TerminalTarget({"x": 1.0})
     with pytest.raises(ValueError, match="plant horizon must equal apply=3"):
-        receding_horizon(model, plant, loss, steps=6, apply=3)
+        receding_horizon(planner, plant, loss, steps=6, apply=3)
     with pytest.raises(ValueError, match="positive multiple of apply=2"):
-        receding_horizon(model, plant, loss, steps=5, apply=2)
+        receding_horizon(planner, plant, loss, steps=5, apply=2)

@@ -2,7 +2,7 @@
 
 The rest of the suite runs on one thread (bitwise reproducible); `make test` runs the engine, gradient and mechanism
 tests a second time on two (TISIM_TEST_THREADS=2). On two threads a batch runs in parallel only where the engine
-does not serialize it (tisim.trajectory.is_small) and where Taichi splits it: its CPU range loop hands out blocks of 512
+does not serialize it (tisim.core.trajectory.is_small) and where Taichi splits it: its CPU range loop hands out blocks of 512
 iterations (measured, Taichi 1.7.4), so batches of up to 512 still run on one thread. The batches here are larger.
 """
 import numpy as np
@@ -27,7 +27,7 @@ def cartpole_case(method):
     g = sim.gradient(loss, method=method)
     groups = {"per_batch": g.per_batch, **{f"params.{k}": v for k, v in g.params.items()},
               **{f"initial_state.{k}": v for k, v in g.initial_state.items()}}
-    if method != "forward":  # forward mode gives no action gradients
+    if method != "forward_mode":  # forward mode gives no action gradients
         groups["actions"] = g.actions
     groups["rollout"] = sim.rollout()["theta"]
     return groups
@@ -42,7 +42,7 @@ def soft_body_case(method):
             "initial_state.pos": g.initial_state["pos"], "actions": g.actions}
 
 
-CASES = {f"cartpole-{m}": (cartpole_case, m) for m in ("unrolled", "checkpointed", "forward", "adjoint")}
+CASES = {f"cartpole-{m}": (cartpole_case, m) for m in ("unrolled", "checkpointed", "forward_mode", "continuous_adjoint")}
 CASES.update({f"soft-body-{m}": (soft_body_case, m) for m in ("unrolled", "checkpointed")})
 
 
@@ -61,8 +61,8 @@ def test_the_parallel_path_runs():
     """Both cases' batch loops are parallel on two threads (else this file would compare a path with itself)."""
     tisim.init(**TWO_THREADS)
     try:
-        assert not tisim.trajectory.is_small(CARTPOLE_BATCH * 41 * 4, CARTPOLE_BATCH)
-        assert not tisim.trajectory.is_small(4 * (SOFT_BODY_HORIZON + 1) * 48, 4)
+        assert not tisim.core.trajectory.is_small(CARTPOLE_BATCH * 41 * 4, CARTPOLE_BATCH)
+        assert not tisim.core.trajectory.is_small(4 * (SOFT_BODY_HORIZON + 1) * 48, 4)
     finally:
         tisim.init(**TEST_SETTINGS)
 

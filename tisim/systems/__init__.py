@@ -2,11 +2,11 @@
 from tisim.systems.bouncing_ball import BouncingBall
 from tisim.systems.cartpole import Cartpole
 from tisim.systems.linear import Linear, ScalarLinear
-from tisim.systems.mass_spring import MassSpring
-from tisim.systems.mpm import MPM
+from tisim.systems.mass_spring.system import MassSpring
+from tisim.systems.mpm.system import MPM
 from tisim.systems.pendulum import DoublePendulum, Pendulum
 from tisim.systems.residual_pendulum import ResidualPendulum
-from tisim.systems.rigid2d import Rigid2D
+from tisim.systems.rigid2d.system import Rigid2D
 from tisim.systems.sliding_block import SlidingBlock
 from tisim.systems.stiff_chain import StiffChain
 

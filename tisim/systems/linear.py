@@ -8,8 +8,8 @@ Linear the spectral radius of A plays the part of |a|.
 """
 import taichi as ti
 
-from tisim.engine import System
-from tisim.quantities import Quantity
+from tisim.core.engine import System
+from tisim.core.quantities import Quantity
 
 
 class ScalarLinear(System):

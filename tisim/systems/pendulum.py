@@ -8,14 +8,14 @@ DoublePendulum (both angles from the downward vertical, point masses m1, m2 on r
     elbow acts on the lower rod and, in reaction, on the upper one: the generalized forces on the absolute angles are
     (tau1 - tau2, tau2), so the elbow torque alone leaves the total angular momentum about the pivot unchanged.
 Both are stepped with semi-implicit Euler (symplectic: with c = 0 the energy error stays bounded); ``rates`` gives the
-same equations in continuous time, for the continuous adjoint (tisim/adjoint.py). The dynamics are
+same equations in continuous time, for the continuous adjoint (tisim/autodiff/continuous_adjoint.py). The dynamics are
 smooth; the double pendulum is chaotic, so its sensitivities grow exponentially with the horizon.
 """
 import taichi as ti
 
-from tisim.engine import System
-from tisim.integrators import advance_semi_implicit_euler
-from tisim.quantities import Quantity
+from tisim.core.engine import System
+from tisim.physics.integrators import advance_semi_implicit_euler
+from tisim.core.quantities import Quantity
 
 
 class Pendulum(System):

@@ -8,9 +8,9 @@ the angle (periodic) and the angular velocity; the network starts small (weights
 """
 import taichi as ti
 
-from tisim.model import check_count
-from tisim.nn import MLP
-from tisim.quantities import Quantity
+from tisim.core.model import check_count
+from tisim.learn.nn import MLP
+from tisim.core.quantities import Quantity
 from tisim.systems.pendulum import Pendulum
 
 

@@ -28,17 +28,17 @@ solver_gradient: how reverse mode gets through the Newton solve.
     In general the implicit route also frees the solver from being differentiable at all; here it does not. The
     iterations still sit in the kernel that Taichi differentiates, so they must stay free of while loops (Taichi's
     reverse mode refuses one even when its result is detached: measured), their reverse code is still compiled and
-    run, and both options cost the same time. `detach` is tisim.implicit's.
+    run, and both options cost the same time. `detach` is tisim.autodiff.implicit's.
 """
 import numpy as np
 import taichi as ti
 
-from tisim.engine import System
-from tisim.implicit import detach
-from tisim.quantities import Quantity
+from tisim.core.engine import System
+from tisim.autodiff.implicit import detach
+from tisim.core.quantities import Quantity
 
-# The step is unrolled over the masses and the Newton steps at compile time. Compiling the backward pass (6 Newton
-# steps, cold cache) took 7.5 s at n = 3, 30 s at n = 6 and 100 s at n = 12 on the development machine.
+# The step is unrolled over the masses and the Newton steps at compile time, and the backward pass's compile time
+# grows faster than the chain (about fourfold from n = 3 to n = 6, and again to n = 12): hence the cap.
 N_MAX = 8
 
 

@@ -1,0 +1,196 @@
+"""Typed access to the packed arrays from inside a step: quantities by name, items as scalars, vectors, matrices.
+
+Every declared quantity is packed along one array axis (tisim/core/quantities.py). A quantity whose shape begins with a
+structural size ("n_particles", 2) is a table of items; item i is the rest of the shape: a ti.Vector (a
+particle's position: 2 or 3 entries, as the shape says), a ti.Matrix ("n_particles", 3, 3), or a scalar where
+nothing remains. A quantity without an item axis is one item: pass i = 0. So a system is written once for every
+dimension its shapes allow, with no offset arithmetic.
+
+Steps never store into the next state themselves: ``advance`` accumulates into it. The engine zeroes x[t+1] before
+the step, and a plain store there would give the same rollout but erase the adjoint that the backward pass has left
+in x.grad[t+1] (docs/taichi_pitfalls.md#plain-stores: a second write must be +=). Two stores are allowed where that cannot happen:
+``assign`` sets an entry of assigned scratch, written once a step by one item (Scratch(assigned=True); nothing
+has reached it to erase when it is written), and ``set_next`` sets the next state from the FUSED form of the last
+phase, which is never differentiated (tisim/core/phases.py).
+"""
+import numpy as np
+import taichi as ti
+
+
+def entry_shape(layout, name):
+    """(offset, item width, item shape) of quantity `name` in `layout`, at compile time: the item shape is () for
+    a scalar, (d,) for a vector, (d, d) for a matrix."""
+    if name not in layout.offsets:
+        raise KeyError(f"no {layout.group} named {name!r}; declared: {layout.names}")
+    shape = layout.shapes[name]
+    declared = layout.quantities[name].shape
+    item = tuple(shape[1:] if declared and isinstance(declared[0], str) else shape)
+    if len(item) > 2:
+        raise ValueError(f"{layout.group} {name!r}: items of shape {item} have no Taichi type; at most a matrix")
+    return layout.offsets[name], int(np.prod(item, dtype=int)), item
+
+
+@ti.func
+def read3(a: ti.template(), b, t, base, shape: ti.template()):
+    # the item at a[b, t, base:], as a scalar, a ti.Vector or a ti.Matrix (row-major)
+    if ti.static(len(shape) == 2):
+        return ti.Matrix([[a[b, t, base + r * shape[1] + c] for c in ti.static(range(shape[1]))]
+                          for r in ti.static(range(shape[0]))])
+    elif ti.static(len(shape) == 1):
+        return ti.Vector([a[b, t, base + k] for k in ti.static(range(shape[0]))])
+    else:
+        return a[b, t, base]
+
+
+@ti.func
+def add3(a: ti.template(), b, t, base, shape: ti.template(), value):
+    if ti.static(len(shape) == 2):
+        for r, c in ti.static(ti.ndrange(shape[0], shape[1])):
+            a[b, t, base + r * shape[1] + c] += value[r, c]
+    elif ti.static(len(shape) == 1):
+        for k in ti.static(range(shape[0])):
+            a[b, t, base + k] += value[k]
+    else:
+        a[b, t, base] += value
+
+
+@ti.func
+def set3(a: ti.template(), b, t, base, shape: ti.template(), value):
+    if ti.static(len(shape) == 2):
+        for r, c in ti.static(ti.ndrange(shape[0], shape[1])):
+            a[b, t, base + r * shape[1] + c] = value[r, c]
+    elif ti.static(len(shape) == 1):
+        for k in ti.static(range(shape[0])):
+            a[b, t, base + k] = value[k]
+    else:
+        a[b, t, base] = value
+
+
+@ti.func
+def read2(a: ti.template(), b, base, shape: ti.template()):
+    if ti.static(len(shape) == 2):
+        return ti.Matrix([[a[b, base + r * shape[1] + c] for c in ti.static(range(shape[1]))]
+                          for r in ti.static(range(shape[0]))])
+    elif ti.static(len(shape) == 1):
+        return ti.Vector([a[b, base + k] for k in ti.static(range(shape[0]))])
+    else:
+        return a[b, base]
+
+
+@ti.func
+def add2(a: ti.template(), b, base, shape: ti.template(), value):
+    if ti.static(len(shape) == 2):
+        for r, c in ti.static(ti.ndrange(shape[0], shape[1])):
+            a[b, base + r * shape[1] + c] += value[r, c]
+    elif ti.static(len(shape) == 1):
+        for k in ti.static(range(shape[0])):
+            a[b, base + k] += value[k]
+    else:
+        a[b, base] += value
+
+
+@ti.func
+def set2(a: ti.template(), b, base, shape: ti.template(), value):
+    if ti.static(len(shape) == 2):
+        for r, c in ti.static(ti.ndrange(shape[0], shape[1])):
+            a[b, base + r * shape[1] + c] = value[r, c]
+    elif ti.static(len(shape) == 1):
+        for k in ti.static(range(shape[0])):
+            a[b, base + k] = value[k]
+    else:
+        a[b, base] = value
+
+
+def assigned_entry(layout, name):
+    """ScratchLayout.entry for System.assign, refused for scratch not declared assigned=True."""
+    if name in layout.names and name not in layout.assigned:
+        raise ValueError(f"assign: scratch {name!r} is added into (accumulate); declare it Scratch(..., "
+                         "assigned=True) to set each entry once a step")
+    return layout.entry(name)
+
+
+class Accessors:
+    """Mixin of Model (tisim/core/model.py): the @ti.func accessors a step uses (the kernels inline them; nothing runs
+    in Python)."""
+
+    @ti.func
+    def state(self, x: ti.template(), name: ti.template(), b, t, i):
+        """Item i of state `name` at step t (a scalar, ti.Vector or ti.Matrix)."""
+        offset, width, shape = ti.static(entry_shape(self.state_layout, name))
+        return read3(x, b, t, offset + i * width, shape)
+
+    @ti.func
+    def advance(self, x: ti.template(), name: ti.template(), b, t, i, value):
+        """Accumulate `value` into item i of state `name` at step t + 1 (the step's result)."""
+        offset, width, shape = ti.static(entry_shape(self.state_layout, name))
+        add3(x, b, t + 1, offset + i * width, shape, value)
+
+    @ti.func
+    def set_next(self, x: ti.template(), name: ti.template(), b, t, i, value):
+        """Set item i of state `name` at step t + 1: only in the FUSED form of the last phase, which sets every
+        entry of the next state once (the engine does not zero it for that form; see tisim/core/phases.py)."""
+        offset, width, shape = ti.static(entry_shape(self.state_layout, name))
+        set3(x, b, t + 1, offset + i * width, shape, value)
+
+    @ti.func
+    def add_state(self, x: ti.template(), name: ti.template(), b, t, i, value):
+        """Add `value` into item i of state `name` at step t itself (a hand-written reverse's x_grad[t])."""
+        offset, width, shape = ti.static(entry_shape(self.state_layout, name))
+        add3(x, b, t, offset + i * width, shape, value)
+
+    @ti.func
+    def add_param(self, theta: ti.template(), name: ti.template(), b, i, value):
+        """Add `value` into item i of parameter `name` (a hand-written reverse's theta_grad)."""
+        offset, width, shape = ti.static(entry_shape(self.param_layout, name))
+        add2(theta, b, offset + i * width, shape, value)
+
+    @ti.func
+    def param(self, theta: ti.template(), name: ti.template(), b, i):
+        """Item i of parameter `name` (i = 0 for a global parameter)."""
+        offset, width, shape = ti.static(entry_shape(self.param_layout, name))
+        return read2(theta, b, offset + i * width, shape)
+
+    @ti.func
+    def action(self, u: ti.template(), name: ti.template(), b, t, i):
+        """Item i of action `name` during step t."""
+        offset, width, shape = ti.static(entry_shape(self.action_layout, name))
+        return read3(u, b, t, offset + i * width, shape)
+
+    @ti.func
+    def add_action(self, u: ti.template(), name: ti.template(), b, t, i, value):
+        """Add `value` into item i of action `name` during step t (a hand-written reverse's u_grad)."""
+        offset, width, shape = ti.static(entry_shape(self.action_layout, name))
+        add3(u, b, t, offset + i * width, shape, value)
+
+    @ti.func
+    def ode_state(self, x: ti.template(), name: ti.template(), b, i):
+        """Item i of state `name` in a state array of one time, (B, S): where the ODE's rates are evaluated."""
+        offset, width, shape = ti.static(entry_shape(self.state_layout, name))
+        return read2(x, b, offset + i * width, shape)
+
+    @ti.func
+    def add_rate(self, f: ti.template(), name: ti.template(), b, i, value):
+        """Accumulate `value` into the rate d(name)/dt of item i, in an array (B, S) like the state's."""
+        offset, width, shape = ti.static(entry_shape(self.state_layout, name))
+        add2(f, b, offset + i * width, shape, value)
+
+    @ti.func
+    def scratch(self, w: ti.template(), name: ti.template(), b, t, i):
+        """Item i of scratch `name` as computed during step t (by an earlier phase of the step)."""
+        base, width, shape = ti.static(self.scratch_layout.entry(name))
+        step = ti.static(self.scratch_layout.step_width(name))
+        return read2(w, b, base + t * step + i * width, shape)
+
+    @ti.func
+    def accumulate(self, w: ti.template(), name: ti.template(), b, t, i, value):
+        """Add `value` into item i of scratch `name` for step t (the engine zeroes scratch before each step)."""
+        base, width, shape = ti.static(self.scratch_layout.entry(name))
+        step = ti.static(self.scratch_layout.step_width(name))
+        add2(w, b, base + t * step + i * width, shape, value)
+
+    @ti.func
+    def assign(self, w: ti.template(), name: ti.template(), b, t, i, value):
+        """Set item i of assigned scratch `name` for step t: the one write of that entry in the step."""
+        base, width, shape = ti.static(assigned_entry(self.scratch_layout, name))
+        step = ti.static(self.scratch_layout.step_width(name))
+        set2(w, b, base + t * step + i * width, shape, value)

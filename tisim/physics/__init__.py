@@ -1,0 +1,6 @@
+"""Physical laws as pure Taichi functions, shared by the systems.
+
+    integrators       semi-implicit Euler, ballistic steps
+    contact           penalty normal forces, friction laws, restitution
+    complementarity   hard contact as a small convex problem solved inside the step
+"""

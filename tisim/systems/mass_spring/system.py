@@ -1,0 +1,374 @@
+"""A mass-spring body in 2D or 3D from one code: particles joined by damped springs, some of them actuated, on a
+ground with friction, against static spheres and boxes; some particles may be pinned (a cloth's corners).
+
+For a spring s = (i, j) with rest length rest_s and actuator activation a (0 for passive springs):
+    d = x_j - x_i,  r = |d|,  n = d / r,  L = rest_s (1 + a)
+    f_s = (k_s (r - L) + c (v_j - v_i) . n) n        added to particle i, subtracted from particle j
+    (c is the parameter "damping": in tisim "c" names rotational damping at a pivot, in N m s)
+Contact (tisim.physics.contact's point_contact) with the ground y = 0 (y is up), each sphere (sphere_center, sphere_radius)
+and each axis-aligned box (box_center, box_half): at depth p > 0 along the shape's normal n,
+    fn = kc act(p) - kd min(v . n, 0) gate(p)   (softness s = 0: act(p) = p, gate = 1: penalty_normal_compression)
+    ft = -mu fn tanh(|v_t| / eps) v_t / |v_t|   (isotropic; in 2D on the ground, friction_coulomb_tanh of v_x)
+Each particle: m v' = sum of spring forces + contact forces - drag v - m g e_y; semi-implicit Euler. A pinned
+particle stays where it is (its velocity zero). In 2D without obstacles this is the reference mass-spring workload (benchmarks/README.md)
+exactly. Non-smooth: the contact switches.
+
+Explicit steps of the dissipative laws have limits of their own, beside the springs' stability limit: a particle
+pressing into the ground loses dt kd / m of its normal velocity per step, so at dt kd / m = 2 (dt = 1 ms with the
+defaults) the step reverses it instead of stopping it, and the friction law overshoots zero slip once
+dt mu fn / (m eps) > 1. Neither blows up, but rollouts near those limits chatter at contact and turn chaotic, and so
+do their gradients: a soft walker at dt = 1 ms gave adjoints that a 1e-9 change of the initial state turned around
+(demos/soft_walker.py runs at the default dt = 0.5 ms, with eps = 0.1 m/s).
+
+Layout: pos and vel are (n_particles, dim), dim = 2 or 3 as the robot's particles; k and rest are per spring; the
+obstacles' centres and sizes are per obstacle; damping, m, kc, kd, softness, mu, eps, g are global. The topology
+(which particles each spring joins, which actuator drives it, which particles are pinned) and the number of obstacles
+are structure: topology lives in Taichi fields on the kernel host, one set per distinct robot. The step has two forms
+(the engine's `schedule`). "phased" (the default): each spring's force once into scratch, then each particle sums
+its springs' forces from a padded incidence table. Its fused forward pass adds each spring's force into its two
+ends' loads instead, in spring order (the order of the table, so the same sums), and skips the contact laws where a
+particle touches nothing: the same trajectory bit for bit. Its backward pass runs the phases' hand-written
+reverses, on a CPU as one kernel. "items": each particle evaluates its own springs from that table (every spring
+twice), in one branch-free loop differentiated by Taichi's reverse mode. They agree to rounding
+(tests/test_mass_spring.py), and the reverses equal Taichi's reverse mode of the phases to 1e-12
+(tests/test_mass_spring_3d.py). The phased form is the faster on a CPU in every workload of benchmarks/peers.py
+(README, Speed).
+"""
+import os
+
+import numpy as np
+import taichi as ti
+
+from tisim.physics.contact import (
+    point_box,
+    point_box_reverse,
+    point_contact,
+    point_contact_reverse,
+    point_ground,
+    point_sphere,
+    point_sphere_reverse,
+    touching,
+)
+from tisim.core.engine import System
+from tisim.physics.integrators import semi_implicit_euler
+from tisim.core.quantities import Quantity, Scratch
+from tisim.systems.mass_spring.robots import Robot, grid
+
+
+class MassSpring(System):
+    """A mass-spring robot from a ``Robot`` (or a robot name / JSON path); default: the 32 x 8 reference grid.
+
+    spheres: [(centre, radius), ...] and boxes: [(centre, half extents), ...], static obstacles of the robot's
+    dimension (their number is structure; their centres and sizes are the parameters sphere_center, sphere_radius,
+    box_center and box_half)."""
+
+    PARAMS = (
+        Quantity("g", 9.8, "m/s^2", "gravitational acceleration", bounds="[0, inf)"),
+        Quantity("m", 0.01, "kg", "mass of each particle", bounds="(0, inf)"),
+        Quantity("k", 1000.0, "N/m", "stiffness of each spring", shape=("n_springs",), bounds="[0, inf)"),
+        Quantity("rest", 0.05, "m", "rest length of each spring (default: as built)", shape=("n_springs",),
+                 bounds="(0, inf)"),
+        Quantity("damping", 2.0, "N s/m", "viscous damping along each spring (c in the spring law)", bounds="[0, inf)"),
+        Quantity("drag", 0.0, "N s/m", "viscous drag on each particle moving through still air", bounds="[0, inf)"),
+        Quantity("kc", 5000.0, "N/m", "ground contact stiffness", bounds="[0, inf)"),
+        Quantity("kd", 20.0, "N s/m", "ground contact damping while compressing", bounds="[0, inf)"),
+        Quantity("softness", 0.0, "m", "contact softness (0: hard penalty contact)", bounds="[0, inf)"),
+        Quantity("mu", 0.6, "-", "Coulomb coefficient with the ground", bounds="[0, inf)"),
+        Quantity("eps", 0.05, "m/s", "velocity scale of the regularized friction law", bounds="(0, inf)"),
+        Quantity("sphere_center", 0.0, "m", "centre of each static sphere", shape=("n_spheres", "dim")),
+        Quantity("sphere_radius", 0.1, "m", "radius of each static sphere", shape=("n_spheres",), bounds="(0, inf)"),
+        Quantity("box_center", 0.0, "m", "centre of each static axis-aligned box", shape=("n_boxes", "dim")),
+        Quantity("box_half", 0.1, "m", "half extents of each static box", shape=("n_boxes", "dim"), bounds="(0, inf)"),
+    )
+    STATE = (
+        Quantity("pos", 0.0, "m", "particle positions (x, y) or (x, y, z), y up", shape=("n_particles", "dim")),
+        Quantity("vel", 0.0, "m/s", "particle velocities", shape=("n_particles", "dim")),
+    )
+    ACTION = (Quantity("activation", 0.0, "-", "fractional change of the rest length of each actuator's springs",
+                       shape=("n_actuators",), bounds="(-1, inf)"),)
+    STRUCTURE = ("dim", "n_particles", "n_springs", "n_actuators", "degree", "n_spheres", "n_boxes")
+    N_SPHERES_MIN = N_BOXES_MIN = 0
+    SCRATCH = (Scratch("spring_force", "N", "force of each spring on its first particle", shape=("n_springs", "dim"),
+                       assigned=True),
+               # kept, though no reverse reads it: recomputed scratch would make the backward pass rerun the
+               # springs each step to refill it, which costs more than the memory saves
+               Scratch("spring_load", "N", "sum of the spring forces on each particle (the fused forward pass's)",
+                       shape=("n_particles", "dim")))
+    # the two forms of the step (see the module docstring)
+    PHASES = (("springs", "n_springs"), ("particles", "n_particles"))
+    ITEMS = "n_particles"
+    FUSED = {"springs": ("springs_fused", "n_springs"), "particles": ("particles_fused", "n_particles")}
+    REVERSES = {"springs": ("springs_reverse", "n_springs"), "particles": ("particles_reverse", "n_particles")}
+    DT = 5e-4
+
+    def __init__(self, horizon, batch=1, dt=None, robot=None, spheres=(), boxes=(), **values):
+        if not (robot is None or isinstance(robot, (Robot, str, os.PathLike))):
+            raise TypeError(f"MassSpring: robot must be a Robot, a robot name or a JSON file path, got "
+                            f"{type(robot).__name__}")
+        self.robot = grid(32, 8) if robot is None else robot if isinstance(robot, Robot) else Robot.load(robot)
+        dim = self.robot.dim
+        obstacles = {name: obstacle_table(name, given, dim, size)
+                     for name, given, size in (("spheres", spheres, ()), ("boxes", boxes, (dim,)))}
+        spring_of = self.robot.incidence()[0]
+        sizes = dict(dim=dim, n_particles=len(self.robot.particles), n_springs=len(self.robot.springs),
+                     n_actuators=max(len(self.robot.actuators), 1), degree=spring_of.shape[1],
+                     n_spheres=len(obstacles["spheres"][0]), n_boxes=len(obstacles["boxes"][0]))
+        super().__init__(horizon, batch, dt, **sizes, **values)
+        if "pos" not in values:
+            self.set_initial_state(pos=self.robot.particles)
+        if "rest" not in values:
+            self.set_params(rest=self.robot.rest_lengths())
+        for (centre, size), names in ((obstacles["spheres"], ("sphere_center", "sphere_radius")),
+                                      (obstacles["boxes"], ("box_center", "box_half"))):
+            if len(centre):
+                self.set_params(**{n: v for n, v in zip(names, (centre, size)) if n not in values})
+
+    def topology(self):
+        spring_of, other_of, present = self.robot.incidence()
+        first = self.robot.springs[spring_of, 0] == np.arange(len(spring_of))[:, None]
+        owner = self.robot.actuator_of_spring()
+        return dict(
+            spring_of=spring_of, other_of=other_of, present=present,
+            # the spring's force on this particle: +1 at its first end, -1 at its second, 0 on padding entries
+            sign=np.where(first, 1.0, -1.0) * present,
+            end=self.robot.springs,
+            actuator_of=np.maximum(owner, 0),  # passive springs read actuator 0 and weigh it by 0
+            actuated=(owner >= 0).astype(float),
+            free=self.robot.free().astype(float),
+            has_actuators=len(self.robot.actuators) > 0)
+
+    @ti.func
+    def spring_force(self, x: ti.template(), theta: ti.template(), u: ti.template(), b, t, s, i, j):
+        """The force of spring s on its end i from its other end j."""
+        dv, r, n, stretch = self.spring_terms(x, u, b, t, s, i, j)
+        L = self.param(theta, "rest", b, s) * stretch
+        return (self.param(theta, "k", b, s) * (r - L) + self.param(theta, "damping", b, 0) * dv.dot(n)) * n
+
+    @ti.func
+    def spring_terms(self, x: ti.template(), u: ti.template(), b, t, s, i, j):
+        """(dv, r, n, stretch) of spring s from its end i to its end j: d = x_j - x_i = r n, dv = v_j - v_i, and
+        its rest length's factor 1 + a (1 for a passive spring)."""
+        d = self.state(x, "pos", b, t, j) - self.state(x, "pos", b, t, i)
+        dv = self.state(x, "vel", b, t, j) - self.state(x, "vel", b, t, i)
+        r = d.norm()
+        stretch = 1.0
+        if ti.static(self.has_actuators):  # a passive body (a cloth) skips three loads a spring end
+            stretch += self.actuated[s] * self.action(u, "activation", b, t, self.actuator_of[s])
+        return dv, r, d / r, stretch
+
+    @ti.func
+    def weight(self, theta: ti.template(), b):
+        w = -self.param(theta, "m", b, 0) * self.param(theta, "g", b, 0)
+        return ti.Vector([w if k == 1 else 0.0 for k in ti.static(range(self.dim))])
+
+    @ti.func
+    def contact(self, theta: ti.template(), b, p, v, branch: ti.template()):
+        """The force of the ground and the obstacles on a particle at p moving at v. branch: skip the laws where
+        the particle touches nothing (the same force; for forms that are never differentiated)."""
+        kc, kd, s = self.param(theta, "kc", b, 0), self.param(theta, "kd", b, 0), self.param(theta, "softness", b, 0)
+        mu, eps = self.param(theta, "mu", b, 0), self.param(theta, "eps", b, 0)
+        f = ti.Vector.zero(float, self.dim)
+        for q in ti.static(range(1 + self.n_spheres + self.n_boxes)):
+            d, n = self.shape(theta, b, p, q)
+            if ti.static(not branch):
+                f += point_contact(d, n, v, kc, kd, s, mu, eps)
+            elif touching(d, s):
+                f += point_contact(d, n, v, kc, kd, s, mu, eps)
+        return f
+
+    @ti.func
+    def shape(self, theta: ti.template(), b, p, q: ti.template()):
+        """(depth, normal) of p against shape q: 0 the ground, then the spheres, then the boxes."""
+        if ti.static(q == 0):
+            return point_ground(p)
+        elif ti.static(q <= self.n_spheres):
+            return point_sphere(p, self.param(theta, "sphere_center", b, q - 1),
+                                self.param(theta, "sphere_radius", b, q - 1))
+        else:
+            r = ti.static(q - 1 - self.n_spheres)
+            return point_box(p, self.param(theta, "box_center", b, r), self.param(theta, "box_half", b, r))
+
+    @ti.func
+    def move(self, x: ti.template(), theta: ti.template(), dt, b, t, i, f, fused: ti.template()):
+        """Particle i under the force f (weight and springs) and contact: one semi-implicit Euler step, or none
+        for a pinned particle. fused: the forward-only form, which skips the contact laws where nothing touches
+        and sets the next state rather than adding into it."""
+        p, v = self.state(x, "pos", b, t, i), self.state(x, "vel", b, t, i)
+        f += self.contact(theta, b, p, v, fused) - self.param(theta, "drag", b, 0) * v
+        p_next, v_next = semi_implicit_euler(p, v, f / self.param(theta, "m", b, 0), dt)
+        p_next, v_next = p + self.free[i] * (p_next - p), self.free[i] * v_next
+        if ti.static(fused):
+            self.set_next(x, "pos", b, t, i, p_next)
+            self.set_next(x, "vel", b, t, i, v_next)
+        else:
+            self.advance(x, "pos", b, t, i, p_next)
+            self.advance(x, "vel", b, t, i, v_next)
+
+    # The phased step. No branches in either loop (reverse mode crashed on them here): padding entries of the
+    # incidence table are weighed out by a sign of 0.
+    @ti.func
+    def springs(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, s):
+        i, j = self.end[s, 0], self.end[s, 1]
+        self.assign(w, "spring_force", b, t, s, self.spring_force(x, theta, u, b, t, s, i, j))
+
+    @ti.func
+    def particles(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, i):
+        self.move(x, theta, dt, b, t, i, self.load(theta, w, b, t, i), False)
+
+    @ti.func
+    def load(self, theta: ti.template(), w: ti.template(), b, t, i):
+        """Weight and spring forces on particle i. The springs are summed from zero in the order of their indices
+        (the incidence table's), as the fused form adds them, and the weight added last: the same bits."""
+        f = ti.Vector.zero(float, self.dim)
+        for q in ti.static(range(self.degree)):
+            f += self.sign[i, q] * self.scratch(w, "spring_force", b, t, self.spring_of[i, q])
+        return self.weight(theta, b) + f
+
+    # The fused forward pass's form of the particle phase and the phases' reverses (tisim/core/phases.py: FUSED and
+    # REVERSES), never differentiated: they skip the contact laws where a particle touches nothing (most particles
+    # of a cloth or a walker, most of the time), a branch Taichi's reverse mode could not take here, and the fused
+    # form sets the next state, which the engine then need not zero.
+    @ti.func
+    def springs_fused(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t,
+                      s):
+        # each spring adds its force into both ends' loads, in spring order, where the phase's particles gather
+        # them: on a large cloth the gather's index loads cost more than the adds
+        i, j = self.end[s, 0], self.end[s, 1]
+        f = self.spring_force(x, theta, u, b, t, s, i, j)
+        self.assign(w, "spring_force", b, t, s, f)
+        self.accumulate(w, "spring_load", b, t, i, f)
+        self.accumulate(w, "spring_load", b, t, j, -f)
+
+    @ti.func
+    def particles_fused(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b,
+                        t, i):
+        self.move(x, theta, dt, b, t, i, self.weight(theta, b) + self.scratch(w, "spring_load", b, t, i), True)
+
+    @ti.func
+    def springs_reverse(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(),
+                        xg: ti.template(), theta_g: ti.template(), ug: ti.template(), wg: ti.template(), dt, b, t,
+                        s):
+        # f = phi n, phi = k (r - L) + c dv . n, n = d / r: dn/dd = (1 - n n^T) / r, dr/dd = n
+        i, j = self.end[s, 0], self.end[s, 1]
+        dv, r, n, stretch = self.spring_terms(x, u, b, t, s, i, j)
+        rest, k, c = self.param(theta, "rest", b, s), self.param(theta, "k", b, s), self.param(theta, "damping", b, 0)
+        phi = k * (r - rest * stretch) + c * dv.dot(n)
+        f_bar = self.scratch(wg, "spring_force", b, t, s)
+        phi_bar = f_bar.dot(n)
+        n_bar = phi * f_bar + phi_bar * c * dv
+        d_bar = (n_bar - n_bar.dot(n) * n) / r + phi_bar * k * n
+        self.add_state(xg, "pos", b, t, j, d_bar)
+        self.add_state(xg, "pos", b, t, i, -d_bar)
+        self.add_state(xg, "vel", b, t, j, phi_bar * c * n)
+        self.add_state(xg, "vel", b, t, i, -phi_bar * c * n)
+        self.add_param(theta_g, "k", b, s, phi_bar * (r - rest * stretch))
+        self.add_param(theta_g, "rest", b, s, -phi_bar * k * stretch)
+        self.add_param(theta_g, "damping", b, 0, phi_bar * dv.dot(n))
+        # the mass's share through this spring's force: a = f / m gives dL/dm = -f_bar . f / m, summed over the
+        # particles; a spring's force enters it as f . (f_bar at one end - at the other) = phi phi_bar
+        self.add_param(theta_g, "m", b, 0, -phi * phi_bar / self.param(theta, "m", b, 0))
+        if ti.static(self.has_actuators):
+            self.add_action(ug, "activation", b, t, self.actuator_of[s], -phi_bar * k * rest * self.actuated[s])
+
+    @ti.func
+    def particles_reverse(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(),
+                          xg: ti.template(), theta_g: ti.template(), ug: ti.template(), wg: ti.template(), dt, b, t,
+                          i):
+        # x' = x + free (x + dt v' - x), v' = free (v + dt f / m), f = load + contact - drag v
+        p, v = self.state(x, "pos", b, t, i), self.state(x, "vel", b, t, i)
+        m, drag = self.param(theta, "m", b, 0), self.param(theta, "drag", b, 0)
+        # f without the springs' forces (springs_reverse adds their share of dL/dm)
+        own = self.weight(theta, b) + self.contact(theta, b, p, v, True) - drag * v
+        free = self.free[i]
+        pos_bar, vel_bar = self.state(xg, "pos", b, t + 1, i), self.state(xg, "vel", b, t + 1, i)
+        v_next_bar = free * (vel_bar + dt * pos_bar)
+        f_bar = dt * v_next_bar / m
+        p_bar, v_bar = self.contact_reverse(theta, theta_g, b, p, v, f_bar)
+        self.add_state(xg, "pos", b, t, i, pos_bar + p_bar)
+        self.add_state(xg, "vel", b, t, i, v_next_bar - drag * f_bar + v_bar)
+        for q in ti.static(range(self.degree)):
+            self.accumulate(wg, "spring_force", b, t, self.spring_of[i, q], self.sign[i, q] * f_bar)
+        self.add_param(theta_g, "m", b, 0, -f_bar.dot(own) / m - self.param(theta, "g", b, 0) * f_bar[1])
+        self.add_param(theta_g, "g", b, 0, -m * f_bar[1])
+        self.add_param(theta_g, "drag", b, 0, -f_bar.dot(v))
+
+    @ti.func
+    def contact_reverse(self, theta: ti.template(), theta_g: ti.template(), b, p, v, f_bar):
+        """The reverse of contact: (dL/dp, dL/dv) from dL/df; the laws' and obstacles' parameter derivatives are
+        added into theta_g."""
+        kc, kd, s = self.param(theta, "kc", b, 0), self.param(theta, "kd", b, 0), self.param(theta, "softness", b, 0)
+        mu, eps = self.param(theta, "mu", b, 0), self.param(theta, "eps", b, 0)
+        p_bar, v_bar = ti.Vector.zero(float, self.dim), ti.Vector.zero(float, self.dim)
+        law_bar = ti.Vector.zero(float, 5)
+        for q in ti.static(range(1 + self.n_spheres + self.n_boxes)):
+            d, n = self.shape(theta, b, p, q)
+            if touching(d, s):
+                d_bar, n_bar, vb, lb = point_contact_reverse(d, n, v, kc, kd, s, mu, eps, f_bar)
+                v_bar += vb
+                law_bar += lb
+                if ti.static(q == 0):  # the ground: d = -p . n, n fixed
+                    p_bar -= d_bar * n
+                elif ti.static(q <= self.n_spheres):
+                    c = self.param(theta, "sphere_center", b, q - 1)
+                    delta_bar = point_sphere_reverse(p, c, d_bar, n_bar)
+                    p_bar += delta_bar
+                    self.add_param(theta_g, "sphere_center", b, q - 1, -delta_bar)
+                    self.add_param(theta_g, "sphere_radius", b, q - 1, d_bar)
+                else:
+                    r = ti.static(q - 1 - self.n_spheres)
+                    q_bar, h_bar = point_box_reverse(p, self.param(theta, "box_center", b, r),
+                                                     self.param(theta, "box_half", b, r), d_bar)
+                    p_bar += q_bar
+                    self.add_param(theta_g, "box_center", b, r, -q_bar)
+                    self.add_param(theta_g, "box_half", b, r, h_bar)
+        for k, name in ti.static(enumerate(("kc", "kd", "softness", "mu", "eps"))):
+            self.add_param(theta_g, name, b, 0, law_bar[k])
+        return p_bar, v_bar
+
+    # The item-wise step. It runs inside a dynamic loop over particles, so everything it uses is read here: a
+    # local set before that loop and read in it gets silently wrong gradients from Taichi 1.7's reverse mode
+    # (measured: the spring terms flip sign).
+    @ti.func
+    def step_item(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t, i):
+        f = self.weight(theta, b)
+        for q in ti.static(range(self.degree)):
+            f += self.present[i, q] * self.spring_force(x, theta, u, b, t, self.spring_of[i, q], i,
+                                                        self.other_of[i, q])
+        self.move(x, theta, dt, b, t, i, f, False)
+
+    def events(self, traj):
+        """"ground contact": some particle is below the ground (y < 0)."""
+        return {"ground contact": (traj["pos"][..., 1] < 0).any(axis=2)}
+
+
+def obstacle_table(name, given, dim, size_shape):
+    """(centres (n, dim), sizes (n, *size_shape)) from [(centre, size), ...], refused by name where malformed."""
+    centres, sizes = [], []
+    for q, entry in enumerate(given):
+        try:
+            centre, size = entry
+            centre, size = np.asarray(centre, dtype=float), np.asarray(size, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"MassSpring: {name}[{q}] must be a pair (centre, size), got {entry!r}") from None
+        if centre.shape != (dim,) or size.shape != size_shape or not np.all(np.isfinite(centre)) or \
+                not np.all(np.isfinite(size) & (size > 0)):
+            what = "a radius" if size_shape == () else f"{dim} half extents"
+            raise ValueError(f"MassSpring: {name}[{q}] must be a centre of {dim} coordinates and {what} > 0, got "
+                             f"{entry!r}")
+        centres.append(centre)
+        sizes.append(size)
+    return np.reshape(centres, (-1, dim)), np.reshape(sizes, (-1,) + size_shape)
+
+
+def reference_actions(sim, amplitude=0.1, frequency=5.0):
+    """The reference workload's actions a[t, s] = 0.1 sin(2 pi 5 t dt + phase_s), phase_s = 2 pi s / S."""
+    t = np.arange(sim.T)[:, None] * sim.dt
+    phase = 2 * np.pi * np.arange(sim.action_layout.size)[None, :] / sim.action_layout.size
+    return amplitude * np.sin(2 * np.pi * frequency * t + phase)
+
+
+def mean_x_weights(sim):
+    """TerminalSum weights for minus the mean x of all particles (the reference workload's loss)."""
+    w = np.zeros((sim.sizes["n_particles"], sim.sizes["dim"]))
+    w[:, 0] = -1.0 / sim.sizes["n_particles"]
+    return {"pos": w}

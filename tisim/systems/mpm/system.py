@@ -1,0 +1,471 @@
+"""A continuum by the material point method, in 2D or 3D from one code: MLS-MPM with APIC transfers.
+
+Particles carry position x_p, velocity v_p, deformation gradient F_p and the APIC affine velocity C_p; a regular grid
+of n_grid^d cells over the unit square (cube), spacing h = 1 / n_grid, carries mass and momentum within a step.
+Each step is four phases (tisim/core/phases.py), with quadratic B-spline weights w_ip over the 3^d cells around x_p:
+
+    stress (points)      F' = P((I + dt C_p) F_p), P the material's projection onto what it keeps (below);
+                         A_p = m_p C_p - 4 dt V_p tau_p(F') / h^2 (tau: Kirchhoff stress)
+    scatter (pairs)      m_i += w_ip m_p;  (m v)_i += w_ip (m_p v_p + A_p (x_i - x_p))
+    grid (cells)         v_i = (m v)_i / m_i + dt g, then the walls: inside the boundary band (3 cells) a wall
+                         stops the velocity into it, and acts on the tangential velocity v_t of a cell pressing into
+                         it (normal speed v_n) by its law, the option floor for the floor and walls for the others
+                         (the sides and the ceiling): "sticky" stops it, "slip" keeps it, "friction" slows it by
+                         Coulomb's law, |v_t| -> max(0, |v_t| - mu |v_n|)
+    gather (pairs)       v_p' = D sum_i w_ip v_i;  C_p' = 4 D / h^2 sum_i w_ip v_i (x_i - x_p)^T;  x_p' = x_p + dt v_p'
+                         (D = e^(-drag dt): a linear drag on the points, none by default);
+                         F_p' = F'
+A pair is one point and one cell of its stencil: every phase is a single loop, without a loop over the stencil
+inside it. The fused forward pass and the backward pass run scatter and gather per point instead, with the stencil
+unrolled (tisim/systems/mpm/transfers.py: the same sums, regrouped, and hand-written reverses).
+
+Materials (the option material), with J = det F, the shear modulus G = E / (2 (1 + nu)) and the Lame parameter
+lambda = E nu / ((1 + nu)(1 - 2 nu)) of each particle group:
+    "neo_hookean" (default)  tau = G (F F^T - I) + lambda ln(J) I
+    "corotated"              tau = 2 G (F - R) F^T + lambda J (J - 1) I, R the rotation of F's polar decomposition
+    "fluid"                  tau = K J (J - 1) I with K = lambda + 2 G / d, the bulk modulus of the solid with the
+                             same E and nu; no shear stress, and P keeps only the volume change: P(F) = J^(1/d) I
+    "von_mises"              corotated elasticity, perfectly plastic beyond the yield stress: P brings the left
+                             stretch V of F = V R back onto the von Mises surface, |dev V| <= yield / (sqrt(6) G)
+                             (|dev V| the small-strain deviatoric strain; sqrt(3/2) |s| <= yield, s = 2 G dev V)
+The solids' P is the identity.
+Actuated particles add an active stress along their fibre (the vertical axis, as DiffTaichi's soft robots):
+tau += a s F e_y e_y^T F^T, for the action a of their actuator and the parameter s = "actuation". The laws and
+their reverses are in tisim/systems/mpm/materials.py.
+
+The grid is scratch recomputed in the backward pass (keep=False): memory per step is the particles' state only.
+Every phase has a hand-written reverse (REVERSES: stress's and grid's below, the transfers' in their module), so
+on a CPU the backward pass is one launch, each step's grid refilled and then reversed inside it
+(tisim/core/phases.py); tests/test_mpm.py compares them with Taichi's reverse mode of the phases, every material and
+wall law, to 1e-12 in float64.
+
+Conservation, by construction of the transfers: without gravity and walls the total momentum sum_p m_p v_p is
+conserved to rounding (tests/test_mpm.py checks it). Explicit MPM is stable for dt below about h / c with c the
+speed of sound sqrt(E / rho); beyond it the rollout blows up, which the engine reports as a NonFiniteError naming
+the step.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+import taichi as ti
+
+from tisim.core import assets
+from tisim.core.engine import System
+from tisim.core.quantities import Quantity, Scratch
+from tisim.systems.mpm import materials
+from tisim.systems.mpm.transfers import Transfers
+
+BAND = 3  # boundary cells on each side of the grid, where the walls act
+
+
+@dataclass
+class Body:
+    """Material points: positions (N, d) in the unit square or cube, each point's volume, group and actuator."""
+
+    particles: np.ndarray
+    volume: float
+    groups: np.ndarray = None  # (N,) int: the material group of each point (default 0)
+    actuators: np.ndarray = None  # (N,) int: the actuator driving each point, -1 for passive ones (default all -1)
+
+    def __post_init__(self):
+        self.particles = np.asarray(self.particles, dtype=np.float64)
+        n = len(self.particles)
+        self.groups = np.zeros(n, np.int32) if self.groups is None else np.asarray(self.groups, np.int32)
+        self.actuators = np.full(n, -1, np.int32) if self.actuators is None else np.asarray(self.actuators, np.int32)
+        if self.particles.ndim != 2 or self.particles.shape[1] not in (2, 3) or n < 1:
+            raise ValueError(f"Body: particles must have shape (N, 2) or (N, 3), got {self.particles.shape}")
+        if not np.all(np.isfinite(self.particles)):
+            raise ValueError("Body: particles must be finite")
+        if isinstance(self.volume, bool) or not isinstance(self.volume, (int, float, np.floating)) or \
+                not (np.isfinite(self.volume) and self.volume > 0):
+            raise ValueError(f"Body: volume must be a finite number > 0, got {self.volume!r}")
+        for name in ("groups", "actuators"):
+            if getattr(self, name).shape != (n,):
+                raise ValueError(f"Body: {name} must have shape ({n},), got {getattr(self, name).shape}")
+        if self.groups.min() < 0:
+            raise ValueError("Body: groups must be >= 0")
+        if self.actuators.min() < -1:
+            raise ValueError("Body: actuators must be >= -1 (-1: passive)")
+
+    @property
+    def dim(self):
+        return self.particles.shape[1]
+
+    @classmethod
+    def box(cls, lower, upper, spacing, group=0, actuator=-1):
+        """Points on a regular lattice of the given spacing filling the box [lower, upper)."""
+        lower, upper = np.asarray(lower, float), np.asarray(upper, float)
+        if lower.shape != upper.shape or lower.shape not in ((2,), (3,)) or np.any(upper <= lower):
+            raise ValueError(f"Body.box: lower and upper must be 2 or 3 coordinates with lower < upper, got "
+                             f"{lower.tolist()} and {upper.tolist()}")
+        if not spacing > 0:
+            raise ValueError(f"Body.box: spacing must be > 0, got {spacing!r}")
+        axes = [np.arange(lo + spacing / 2, hi, spacing) for lo, hi in zip(lower, upper)]
+        points = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, len(lower))
+        if not len(points):
+            raise ValueError(f"Body.box: a spacing of {spacing!r} puts no point in the box")
+        n = len(points)
+        return cls(points, spacing ** len(lower), np.full(n, group), np.full(n, actuator))
+
+    @classmethod
+    def from_cells(cls, cells, cell, origin, points_per_cell=2, actuators=None, groups=None):
+        """Points filling square (in 3D cubic) cells of side `cell` [m]: cells, (K, d) integer lattice coordinates
+        of the lattice whose cell (0, ..) has its lower corner at `origin`; points_per_cell points per axis in each;
+        actuators and groups, one per cell (default: passive, group 0)."""
+        where = "Body.from_cells"
+        cells = np.asarray(cells)
+        if cells.ndim != 2 or cells.shape[1] not in (2, 3) or len(cells) < 1 or \
+                not np.issubdtype(cells.dtype, np.integer):
+            raise ValueError(f"{where}: cells must be a list of [i, j] or [i, j, k] integer lattice coordinates")
+        if len(np.unique(cells, axis=0)) != len(cells):
+            raise ValueError(f"{where}: cells must not repeat a cell")
+        dim = cells.shape[1]
+        if isinstance(cell, bool) or not isinstance(cell, (int, float)) or not (np.isfinite(cell) and cell > 0):
+            raise ValueError(f"{where}: cell must be a number > 0 (the side of a cell in m), got {cell!r}")
+        origin = np.asarray(origin, dtype=float) if np.ndim(origin) == 1 else None
+        if origin is None or origin.shape != (dim,) or not np.all(np.isfinite(origin)):
+            raise ValueError(f"{where}: origin must be {dim} finite coordinates, the lower corner of cell 0")
+        if isinstance(points_per_cell, bool) or not isinstance(points_per_cell, int) or points_per_cell < 1:
+            raise ValueError(f"{where}: points_per_cell must be an integer >= 1, got {points_per_cell!r}")
+        per_cell = {}
+        for name, default in (("actuators", -1), ("groups", 0)):
+            values = np.full(len(cells), default) if locals()[name] is None else np.asarray(locals()[name])
+            if values.shape != (len(cells),) or not np.issubdtype(values.dtype, np.integer):
+                raise ValueError(f"{where}: {name} must list one integer per cell ({len(cells)} cells)")
+            per_cell[name] = values
+        spacing = cell / points_per_cell
+        offsets = (np.stack(np.meshgrid(*[np.arange(points_per_cell)] * dim, indexing="ij"), -1).reshape(-1, dim)
+                   + 0.5) * spacing
+        points = (origin + cells[:, None, :] * cell + offsets[None]).reshape(-1, dim)
+        repeat = len(offsets)
+        return cls(points, spacing ** dim, np.repeat(per_cell["groups"], repeat),
+                   np.repeat(per_cell["actuators"], repeat))
+
+    @classmethod
+    def load(cls, path, origin=None):
+        """A body from a JSON file, or by name from assets/bodies/ ("walker" -> assets/bodies/walker.json). Fields:
+        "cells", "cell" and "origin" (or the argument origin=, which overrides it), and optionally
+        "points_per_cell", "actuators", "groups", "name" and "description", as Body.from_cells takes them."""
+        path, data = assets.read(path, "body", "bodies", ("cells", "cell"),
+                                 ("origin", "points_per_cell", "actuators", "groups", "name", "description"))
+        if origin is None and "origin" not in data:
+            raise ValueError(f"body file {str(path)!r}: missing field 'origin' (or pass origin=)")
+        try:
+            return cls.from_cells(data["cells"], data["cell"], data.get("origin") if origin is None else origin,
+                                  data.get("points_per_cell", 2), data.get("actuators"), data.get("groups"))
+        except (TypeError, ValueError) as error:
+            message = str(error).replace("Body.from_cells: ", "").replace("Body: ", "")
+            raise ValueError(f"body file {str(path)!r}: {message}") from None
+
+    def __add__(self, other):
+        if other.dim != self.dim or not np.isclose(other.volume, self.volume):
+            raise ValueError("Body: only bodies of the same dimension and point volume can be joined")
+        return Body(np.concatenate([self.particles, other.particles]), self.volume,
+                    np.concatenate([self.groups, other.groups]), np.concatenate([self.actuators, other.actuators]))
+
+    def key(self):
+        """What the kernels are compiled for: each point's group and actuator."""
+        return (self.groups.tobytes(), self.actuators.tobytes())
+
+
+class MPM(Transfers, System):
+    """A soft body of material points on an n_grid^dim grid over the unit square or cube (default: a 2D jelly block)."""
+
+    PARAMS = (
+        Quantity("E", 3000.0, "Pa", "Young's modulus of each material group", shape=("n_groups",), bounds="(0, inf)"),
+        Quantity("nu", 0.2, "-", "Poisson's ratio of each material group", shape=("n_groups",), bounds="[0, 0.5)"),
+        Quantity("rho", 1000.0, "kg/m^3", "density of each material group (2D: kg/m^2)", shape=("n_groups",),
+                 bounds="(0, inf)"),
+        Quantity("yield_stress", 200.0, "Pa", "von Mises yield stress of each material group (material=\"von_mises\")",
+                 shape=("n_groups",), bounds="(0, inf)"),
+        Quantity("g", 9.8, "m/s^2", "gravitational acceleration", bounds="[0, inf)"),
+        Quantity("mu", 0.5, "-", "Coulomb friction coefficient of the floor and walls (floor=\"friction\", "
+                 "walls=\"friction\")", bounds="[0, inf)"),
+        Quantity("actuation", 1000.0, "Pa", "active fibre stress per unit activation", bounds="[0, inf)"),
+        Quantity("drag", 0.0, "1/s", "linear drag rate of the points' velocity and affine velocity (a damping that "
+                 "leaves rest untouched)", bounds="[0, inf)"),
+    )
+    STATE = (
+        Quantity("pos", 0.0, "m", "material point positions", shape=("n_particles", "dim")),
+        Quantity("vel", 0.0, "m/s", "material point velocities", shape=("n_particles", "dim")),
+        Quantity("F", 0.0, "-", "deformation gradient of each material point", shape=("n_particles", "dim", "dim")),
+        Quantity("C", 0.0, "1/s", "APIC affine velocity (velocity gradient) of each material point",
+                 shape=("n_particles", "dim", "dim")),
+    )
+    ACTION = (Quantity("activation", 0.0, "-", "activation of each actuator's fibres", shape=("n_actuators",)),)
+    SCRATCH = (
+        Scratch("affine", "kg/s", "affine momentum of each point: m C minus its stress term", shape=("n_particles",
+                "dim", "dim"), keep=False, assigned=True),
+        Scratch("deformation", "-", "each point's deformation gradient after the step: F' made admissible by the "
+                "material", shape=("n_particles", "dim", "dim"), keep=False, assigned=True),
+        Scratch("grid_mass", "kg", "mass of each grid cell", shape=("n_cells",), keep=False),
+        Scratch("grid_momentum", "kg m/s", "momentum of each grid cell", shape=("n_cells", "dim"), keep=False),
+        Scratch("grid_velocity", "m/s", "velocity of each grid cell after forces and walls", shape=("n_cells", "dim"),
+                keep=False, assigned=True),
+    )
+    PHASES = (("stress", "n_particles"), ("scatter", "n_pairs"), ("grid", "n_cells"), ("gather", "n_pairs"))
+    FUSED = dict(Transfers.FUSED, stress=("stress_fused", "n_particles"), grid=("grid_fused", "n_cells"))
+    REVERSES = dict(Transfers.REVERSES, stress=("stress_reverse", "n_particles"), grid=("grid_reverse", "n_cells"))
+    STRUCTURE = ("dim", "n_grid", "n_cells", "n_particles", "n_pairs", "n_groups", "n_actuators")
+    OPTIONS = {"floor": ("sticky", "slip", "friction"), "walls": ("slip", "sticky", "friction"),
+               "material": tuple(materials.MATERIALS)}
+    DT = 2e-4
+
+    def __init__(self, horizon, batch=1, dt=None, body=None, n_grid=32, **values):
+        if body is None:
+            body = Body.box([0.4, BAND / n_grid], [0.6, BAND / n_grid + 0.2], 0.5 / n_grid)
+        if not isinstance(body, Body):
+            raise TypeError(f"MPM: body must be a tisim.systems.mpm.Body, got {type(body).__name__}")
+        if isinstance(n_grid, bool) or not isinstance(n_grid, (int, np.integer)) or n_grid < 2 * BAND + 2:
+            raise ValueError(f"MPM: n_grid must be an integer >= {2 * BAND + 2}, got {n_grid!r}")
+        inner = (BAND - 0.5) / n_grid
+        if np.any(body.particles < inner - 1e-12) or np.any(body.particles > 1 - inner + 1e-12):
+            raise ValueError(f"MPM: body particles must lie in [{inner:g}, {1 - inner:g}] on every axis (inside the "
+                             f"walls of a {n_grid}-cell grid)")
+        self.body = body
+        n = len(body.particles)
+        sizes = dict(dim=body.dim, n_grid=int(n_grid), n_cells=int(n_grid) ** body.dim, n_particles=n,
+                     n_pairs=n * 3 ** body.dim, n_groups=int(body.groups.max()) + 1,
+                     n_actuators=max(int(body.actuators.max()) + 1, 1))
+        super().__init__(horizon, batch, dt, **sizes, **values)
+        start = {}
+        if "pos" not in values:
+            start["pos"] = body.particles
+        if "F" not in values:
+            start["F"] = np.broadcast_to(np.eye(body.dim), (len(body.particles), body.dim, body.dim))
+        self.set_initial_state(**start)
+
+    def topology(self):
+        return dict(volume=float(self.body.volume), group_of=self.body.groups,
+                    actuator_of=np.maximum(self.body.actuators, 0),  # passive points weigh actuator 0 by 0
+                    actuated=(self.body.actuators >= 0).astype(float))
+
+    # ---- pieces shared by the phases ----------------------------------------------------------------------------
+    @ti.func
+    def against(self, c, vk, k: ti.template(), high: ti.template()):
+        """1 where cell c lies in the boundary band of axis k's low (high) wall and the velocity component vk points
+        into that wall."""
+        index = (c // self.n_grid ** k) % self.n_grid
+        inside = ti.select(index >= self.n_grid - BAND, 1.0, 0.0) if ti.static(high) else \
+            ti.select(index < BAND, 1.0, 0.0)
+        return inside * (ti.select(vk > 0.0, 1.0, 0.0) if ti.static(high) else ti.select(vk < 0.0, 1.0, 0.0))
+
+    def wall_law(self, k, high):
+        """The law of axis k's low (high) wall: the option floor for the floor, walls for the others."""
+        return self.floor if k == 1 and not high else self.walls
+
+    def slowing_walls(self):
+        """The walls that act on the tangential velocity of a cell pressing into them, in the grid's order: [(axis,
+        high)] of those whose law is not "slip" (at compile time)."""
+        return [(k, high) for k in range(self.dim) for high in (False, True) if self.wall_law(k, high) != "slip"]
+
+    @ti.func
+    def wall_factor(self, theta: ti.template(), b, c, free, v, k: ti.template(), high: ti.template()):
+        """What the wall (k, high) keeps of the velocity v of cell c, whose free velocity is `free`: all of it unless
+        the cell presses into the wall, then none (sticky) or what Coulomb's law leaves, |v_t| -> max(0, |v_t| -
+        mu |v_n|) (friction)."""
+        pressing = self.against(c, free[k], k, high)
+        kept = 0.0
+        if ti.static(self.wall_law(k, high) == "friction"):
+            speed = ti.sqrt(v.dot(v) + 1e-30)  # v's normal component is zero here; the 1e-30 guards 0 / 0
+            kept = ti.max(0.0, 1.0 - self.param(theta, "mu", b, 0) * ti.abs(free[k]) / speed)
+        return 1.0 - pressing * (1.0 - kept)
+
+    @ti.func
+    def free_velocity(self, theta: ti.template(), w: ti.template(), dt, b, t, c):
+        """Cell c's velocity before the walls: its momentum over its mass, plus gravity's increment."""
+        m = self.scratch(w, "grid_mass", b, t, c)
+        # an empty cell has no velocity; the guard keeps its derivative finite (0 / 0 would poison the adjoint)
+        return self.scratch(w, "grid_momentum", b, t, c) / ti.max(m, 1e-30) * ti.select(m > 0.0, 1.0, 0.0) \
+            - dt * self.param(theta, "g", b, 0) * ti.Vector.unit(self.dim, 1, float)
+
+    @ti.func
+    def into_wall(self, c, vk, k: ti.template()):
+        """1 where cell c lies in the boundary band of axis k and the velocity component vk points into the wall."""
+        return ti.max(self.against(c, vk, k, False), self.against(c, vk, k, True))
+
+    @ti.func
+    def deformed(self, x: ti.template(), dt, b, t, p):
+        """F' = (I + dt C_p) F_p."""
+        identity = ti.Matrix.identity(float, self.dim)
+        return (identity + dt * self.state(x, "C", b, t, p)) @ self.state(x, "F", b, t, p)
+
+    @ti.func
+    def admissible(self, F, theta: ti.template(), b, g):
+        """What of F' the material keeps: all of it for a solid, the volume change for a fluid, the part inside the
+        yield surface for von Mises plasticity (the rest is plastic flow, forgotten)."""
+        if ti.static(self.material == "fluid"):
+            return materials.fluid_projection(F)
+        if ti.static(self.material == "von_mises"):
+            return materials.von_mises_return(F, self.yield_limit(theta, b, g))
+        return F
+
+    @ti.func
+    def yield_limit(self, theta: ti.template(), b, g):
+        """Group g's bound on |dev V|: sqrt(3/2) |s| <= yield with s = 2 G dev(strain) gives |dev(strain)| <=
+        yield / (sqrt(6) G)."""
+        E, nu = self.param(theta, "E", b, g), self.param(theta, "nu", b, g)
+        return self.param(theta, "yield_stress", b, g) * 2.0 * (1.0 + nu) / (ti.sqrt(6.0) * E)
+
+    @ti.func
+    def mass(self, theta: ti.template(), b, p):
+        return self.param(theta, "rho", b, self.group_of[p]) * self.volume
+
+    # ---- the phases stress and grid (scatter and gather: tisim/systems/mpm/transfers.py) ---------------------
+    # Taichi 1.7's warning "Loading variable ... before anything is stored to it" (taichi-dev/taichi#8454) is not
+    # harmless: while the gather multiplied F' (a matrix product) into the next state per pair, the reverse kernel
+    # warned so and its float32 dL/dF was wrong (98% of the largest dL/du at T = 256, found by benchmarks/peers.py),
+    # while float64 was right. F' is now computed once per point, into scratch; tests/test_mpm.py compares float32
+    # gradients with float64 ones.
+    @ti.func
+    def stress(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, p):
+        self.stress_of(x, theta, u, w, dt, b, t, p, False)
+
+    @ti.func
+    def stress_fused(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t,
+                     p):
+        """Nothing: the fused forward pass computes each point's stress in its scatter (scatter_point), where the
+        affine momentum is read back while it is in cache (the same trajectory to the last bit)."""
+        pass
+
+    @ti.func
+    def stress_of(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, p,
+                  fused: ti.template()):
+        """Point p's deformation gradient after the step, and its affine momentum m_p C_p - 4 dt V_p tau_p / h^2,
+        with tau_p the Kirchhoff stress at F'. The phase adds them into zeroed scratch: with stores, Taichi's
+        reverse mode of the corotated stress crashed (segmentation fault), and with the two returned from a
+        function that the phase and its fused form shared, its float32 reverse was wrong (0.1% tolerance,
+        tests/test_mpm.py). The fused forward's form (never differentiated) sets them, as it must set assigned
+        scratch."""
+        g = self.group_of[p]
+        F = self.admissible(self.deformed(x, dt, b, t, p), theta, b, g)
+        if ti.static(fused):
+            self.assign(w, "deformation", b, t, p, F)
+        else:
+            self.accumulate(w, "deformation", b, t, p, F)
+        fibre = F @ ti.Vector.unit(self.dim, 1, float)
+        active = self.actuated[p] * self.action(u, "activation", b, t, self.actuator_of[p])
+        E, nu = self.param(theta, "E", b, g), self.param(theta, "nu", b, g)
+        G, la = E / (2.0 * (1.0 + nu)), E * nu / ((1.0 + nu) * (1.0 - 2.0 * nu))
+        tau = ti.static(materials.MATERIALS[self.material][0])(F, G, la) \
+            + active * self.param(theta, "actuation", b, 0) * fibre.outer_product(fibre)
+        affine = self.mass(theta, b, p) * self.state(x, "C", b, t, p) \
+            - (4.0 * dt * self.volume * self.n_grid ** 2) * tau
+        if ti.static(fused):
+            self.assign(w, "affine", b, t, p, affine)
+        else:
+            self.accumulate(w, "affine", b, t, p, affine)
+
+    @ti.func
+    def grid(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, c):
+        free = self.free_velocity(theta, w, dt, b, t, c)
+        # each wall stops the velocity into it; written as new locals, not stores into one (reverse mode warned of
+        # loads before stores in that form)
+        v = ti.Vector([free[k] * (1.0 - self.into_wall(c, free[k], k)) for k in ti.static(range(self.dim))])
+        walls = ti.static(len(self.slowing_walls()))
+        self.assign(w, "grid_velocity", b, t, c, self.slowed(theta, b, c, free, v, walls))
+
+    @ti.func
+    def grid_fused(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, c):
+        """The grid phase of the fused forward pass and the backward pass's refill, which skip the empty cells, most
+        of the grid (a body's points reach a few percent of it): an empty cell's velocity is set to zero, where
+        the grid phase gives it gravity's increment.
+        No point reads it with a nonzero weight: a point's every cell of nonzero weight holds that point's mass."""
+        if self.scratch(w, "grid_mass", b, t, c) > 0.0:
+            self.grid(x, theta, u, w, dt, b, t, c)
+        else:
+            self.assign(w, "grid_velocity", b, t, c, ti.Vector.zero(float, self.dim))
+
+    @ti.func
+    def slowed(self, theta: ti.template(), b, c, free, v, walls: ti.template()):
+        """What the first `walls` slowing walls keep of cell c's velocity v."""
+        result = v
+        for k, high in ti.static(self.slowing_walls()[:walls]):
+            result = result * self.wall_factor(theta, b, c, free, result, k, high)
+        return result
+
+    # ---- the hand-written reverses of stress and grid (tisim/core/phases.py, REVERSES) ------------------------------
+    # With them every phase has one, so the backward pass is one launch on a CPU (phases.run_reverses), where it
+    # was four a step, two of them Taichi's reverse mode. tests/test_mpm.py compares them with Taichi's.
+    @ti.func
+    def admissible_reverse(self, F, F_bar, theta: ti.template(), theta_grad: ti.template(), b, g):
+        """The derivative of admissible(F, ...) with respect to F, given F_bar, the derivative of what it returned;
+        von Mises clay adds its yield limit's derivatives into theta_grad."""
+        result = F_bar
+        if ti.static(self.material == "fluid"):
+            result = materials.fluid_projection_reverse(F, F_bar)
+        if ti.static(self.material == "von_mises"):
+            limit = self.yield_limit(theta, b, g)
+            F_from, limit_bar = materials.von_mises_return_reverse(F, limit, F_bar)
+            result = F_from
+            strength = self.param(theta, "yield_stress", b, g)
+            self.add_param(theta_grad, "yield_stress", b, g, limit_bar * limit / strength)
+            self.add_param(theta_grad, "nu", b, g, limit_bar * limit / (1.0 + self.param(theta, "nu", b, g)))
+            self.add_param(theta_grad, "E", b, g, -limit_bar * limit / self.param(theta, "E", b, g))
+        return result
+
+    @ti.func
+    def stress_reverse(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(),
+                       x_grad: ti.template(), theta_grad: ti.template(), u_grad: ti.template(),
+                       w_grad: ti.template(), dt, b, t, p):
+        g, up = self.group_of[p], ti.Vector.unit(self.dim, 1, float)
+        C, F_before = self.state(x, "C", b, t, p), self.state(x, "F", b, t, p)
+        deformed = self.deformed(x, dt, b, t, p)
+        F = self.admissible(deformed, theta, b, g)
+        fibre = F @ up
+        s = self.param(theta, "actuation", b, 0)
+        active = self.actuated[p] * self.action(u, "activation", b, t, self.actuator_of[p])
+        E, nu = self.param(theta, "E", b, g), self.param(theta, "nu", b, g)
+        G, la = E / (2.0 * (1.0 + nu)), E * nu / ((1.0 + nu) * (1.0 - 2.0 * nu))
+        affine_bar = self.scratch(w_grad, "affine", b, t, p)
+        tau_bar = -(4.0 * dt * self.volume * self.n_grid ** 2) * affine_bar
+        F_bar, G_bar, la_bar = ti.static(materials.MATERIALS[self.material][1])(F, G, la, tau_bar)
+        pull = fibre.dot(tau_bar @ fibre)  # tau_bar : (F e_y)(F e_y)^T
+        F_bar += self.scratch(w_grad, "deformation", b, t, p) \
+            + (active * s * (tau_bar + tau_bar.transpose()) @ fibre).outer_product(up)
+        deformed_bar = self.admissible_reverse(deformed, F_bar, theta, theta_grad, b, g)
+        self.add_state(x_grad, "C", b, t, p, self.mass(theta, b, p) * affine_bar
+                       + dt * deformed_bar @ F_before.transpose())
+        self.add_state(x_grad, "F", b, t, p, (ti.Matrix.identity(float, self.dim) + dt * C).transpose() @ deformed_bar)
+        self.add_param(theta_grad, "rho", b, g, self.volume * (affine_bar * C).sum())
+        self.add_param(theta_grad, "actuation", b, 0, active * pull)
+        self.add_action(u_grad, "activation", b, t, self.actuator_of[p], self.actuated[p] * s * pull)
+        # G = E / (2 (1 + nu)) and lambda = E nu / ((1 + nu)(1 - 2 nu)), whose nu-derivative is E (1 + 2 nu^2) /
+        # ((1 + nu)(1 - 2 nu))^2
+        soft = (1.0 + nu) * (1.0 - 2.0 * nu)
+        self.add_param(theta_grad, "E", b, g, G_bar / (2.0 * (1.0 + nu)) + la_bar * nu / soft)
+        self.add_param(theta_grad, "nu", b, g,
+                       -G_bar * G / (1.0 + nu) + la_bar * E * (1.0 + 2.0 * nu * nu) / (soft * soft))
+
+    @ti.func
+    def grid_reverse(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(),
+                     x_grad: ti.template(), theta_grad: ti.template(), u_grad: ti.template(), w_grad: ti.template(),
+                     dt, b, t, c):
+        v_bar = self.scratch(w_grad, "grid_velocity", b, t, c)
+        if ti.abs(v_bar).max() > 0.0:  # else it adds nothing: no point's stencil reaches the cell, or with weight 0
+            free = self.free_velocity(theta, w, dt, b, t, c)
+            keep = ti.Vector([1.0 - self.into_wall(c, free[k], k) for k in ti.static(range(self.dim))])
+            walls = ti.static(self.slowing_walls())
+            free_bar, mu_bar = ti.Vector.zero(float, self.dim), 0.0
+            for j in ti.static(range(len(walls) - 1, -1, -1)):
+                k, high = ti.static(walls[j])
+                v = self.slowed(theta, b, c, free, free * keep, j)  # before wall j, as the grid computes it
+                factor_bar = v_bar.dot(v)
+                v_bar = v_bar * self.wall_factor(theta, b, c, free, v, k, high)
+                if ti.static(self.wall_law(k, high) == "friction"):
+                    # kept = max(0, 1 - mu |free_k| / |v|), and the factor 1 - pressing (1 - kept)
+                    speed, mu, normal = ti.sqrt(v.dot(v) + 1e-30), self.param(theta, "mu", b, 0), ti.abs(free[k])
+                    kept_bar = self.against(c, free[k], k, high) * factor_bar \
+                        * ti.select(1.0 - mu * normal / speed > 0.0, 1.0, 0.0)
+                    mu_bar -= kept_bar * normal / speed
+                    free_bar[k] -= kept_bar * mu * ti.select(free[k] > 0.0, 1.0, -1.0) / speed
+                    v_bar += (kept_bar * mu * normal / (speed * speed * speed)) * v
+            free_bar += v_bar * keep
+            m = self.scratch(w, "grid_mass", b, t, c)
+            per_mass = ti.select(m > 0.0, 1.0, 0.0) / ti.max(m, 1e-30)
+            self.accumulate(w_grad, "grid_momentum", b, t, c, per_mass * free_bar)
+            self.accumulate(w_grad, "grid_mass", b, t, c, -ti.select(m > 1e-30, per_mass, 0.0) / ti.max(m, 1e-30)
+                            * free_bar.dot(self.scratch(w, "grid_momentum", b, t, c)))
+            self.add_param(theta_grad, "g", b, 0, -dt * free_bar[1])
+            if ti.static("friction" in (self.floor, self.walls)):
+                self.add_param(theta_grad, "mu", b, 0, mu_bar)

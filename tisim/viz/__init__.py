@@ -1,0 +1,52 @@
+"""Pictures: 2D drawings and GIFs, 3D scenes, windows and plots. Nothing here simulates.
+
+    drawings   a numpy rasterizer, one drawing per system, frames and GIFs (re-exported here: tisim.viz.frames)
+    scene      3D pictures with Taichi's GGUI scene (tisim.scene)
+    gui        interactive windows for demos run with --gui (tisim.gui)
+    plots      matplotlib plots of histories, trajectories and adjoints (tisim.plots)
+"""
+from tisim.viz.drawings import (
+    BACKGROUND,
+    BALL,
+    BLOCK,
+    BOB,
+    BOB_LOWER,
+    CART,
+    DRAW,
+    GROUND,
+    HINGE,
+    HINGE_HEIGHT,
+    INK,
+    POLE,
+    ROD,
+    VIEWS,
+    Canvas,
+    draw_bouncing_ball,
+    draw_cartpole,
+    draw_double_pendulum,
+    draw_mass_spring,
+    draw_mpm,
+    draw_pendulum,
+    draw_rigid2d,
+    draw_sliding_block,
+    frames,
+    orbit,
+    quantize,
+    save_gif,
+    side_by_side,
+    view_bouncing_ball,
+    view_cartpole,
+    view_double_pendulum,
+    view_mass_spring,
+    view_pendulum,
+    view_rigid2d,
+    view_sliding_block,
+)
+
+__all__ = [
+    "BACKGROUND", "BALL", "BLOCK", "BOB", "BOB_LOWER", "CART", "DRAW", "GROUND", "HINGE", "HINGE_HEIGHT", "INK",
+    "POLE", "ROD", "VIEWS", "Canvas", "draw_bouncing_ball", "draw_cartpole", "draw_double_pendulum",
+    "draw_mass_spring", "draw_mpm", "draw_pendulum", "draw_rigid2d", "draw_sliding_block", "frames", "orbit",
+    "quantize", "save_gif", "side_by_side", "view_bouncing_ball", "view_cartpole", "view_double_pendulum",
+    "view_mass_spring", "view_pendulum", "view_rigid2d", "view_sliding_block",
+]

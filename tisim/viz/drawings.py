@@ -1,0 +1,552 @@
+"""Headless pictures of rollouts: a numpy rasterizer, one drawing per system, animated GIFs and matplotlib plots.
+
+Nothing here simulates. A drawing reads one time step of a rollout, {state name: float}, and the system's parameters,
+{name: float}, and paints it onto a ``Canvas`` in world coordinates [m] (x right, y up). ``frames`` turns a rollout
+{state name: array (B, T+1)} into uint8 images (H, W, 3); ``save_gif`` writes them with a small shared palette.
+Plots of losses, trajectories and adjoints are in ``tisim.plots``.
+
+    DRAW[class name](canvas, state, params)   paints one step
+    VIEWS[class name](traj, params)           world bounds (xmin, xmax, ymin, ymax) [m] that hold the whole rollout
+"""
+import math
+from pathlib import Path
+
+import imageio.v3 as iio
+import numpy as np
+
+from tisim import systems
+from tisim.core.quantities import near_miss
+from tisim.viz.scene import Scene
+
+BACKGROUND = (255, 255, 255)
+INK = (45, 45, 50)
+GROUND = (225, 218, 200)
+CART = (50, 50, 60)
+POLE = (202, 152, 101)
+HINGE = (129, 132, 203)
+ROD = (70, 70, 75)
+BOB = (200, 60, 50)
+BOB_LOWER = (60, 110, 190)
+BALL = (220, 90, 40)
+BLOCK = (70, 120, 180)
+
+CART_WIDTH, CART_HEIGHT, HINGE_HEIGHT = 0.4, 0.2, 0.15  # [m]; the pole's hinge is HINGE_HEIGHT above the track
+POLE_WIDTH = 0.05  # [m]
+BLOCK_SIDE = 0.2  # [m]; SlidingBlock declares no size
+
+
+class Canvas:
+    """An RGB picture of the world rectangle ``bounds`` = (xmin, xmax, ymin, ymax) [m], width x height pixels.
+
+    One scale (pixels per metre) for both axes, so discs stay round; the bounds are centred and the spare axis shows
+    more of the world. Shapes are painted in call order with about one pixel of anti-aliasing; colours are (r, g, b)
+    in 0..255.
+    """
+
+    def __init__(self, width, height, *, bounds=(-1.0, 1.0, -1.0, 1.0), background=BACKGROUND):
+        xmin, xmax, ymin, ymax = (float(v) for v in bounds)
+        if not (width >= 1 and height >= 1 and xmax > xmin and ymax > ymin):
+            raise ValueError(f"Canvas: need width, height >= 1 and xmax > xmin, ymax > ymin; got {width}x{height}, "
+                             f"bounds={bounds}")
+        self.width, self.height = int(width), int(height)
+        self.scale = min(self.width / (xmax - xmin), self.height / (ymax - ymin))  # [px/m]
+        self._centre = (0.5 * (xmin + xmax), 0.5 * (ymin + ymax))
+        half_w, half_h = 0.5 * self.width / self.scale, 0.5 * self.height / self.scale
+        self.view = (self._centre[0] - half_w, self._centre[0] + half_w,
+                     self._centre[1] - half_h, self._centre[1] + half_h)  # the world rectangle actually shown [m]
+        self._pixels = np.empty((self.height, self.width, 3), np.uint8)
+        self._fill_rows(0, background)
+
+    def _fill_rows(self, first, color):
+        # one row, then copied down: numpy copies whole rows at once, where a broadcast (r, g, b) loops per pixel
+        block = self._pixels[first:]
+        if len(block):
+            block[0] = color
+            block[1:] = block[0]
+
+    def to_pixels(self, points):
+        """Points [m] (..., 2) to pixel coordinates (column, row); pixel [i, j] spans [j, j+1) x [i, i+1)."""
+        p = np.asarray(points, np.float64)
+        column = 0.5 * self.width + (p[..., 0] - self._centre[0]) * self.scale
+        row = 0.5 * self.height - (p[..., 1] - self._centre[1]) * self.scale
+        return np.stack([column, row], axis=-1)
+
+    def _paint(self, low, high, color, signed_distance):
+        """Blend ``color`` into the pixels of the box low..high (pixel coordinates) by coverage clip(0.5 - d, 0, 1),
+        where d = signed_distance(columns (1, w), rows (h, 1)) is in pixels, negative inside."""
+        c0, r0 = (max(int(math.floor(v)) - 1, 0) for v in low)
+        c1, r1 = min(int(math.ceil(high[0])) + 1, self.width), min(int(math.ceil(high[1])) + 1, self.height)
+        if c0 >= c1 or r0 >= r1:
+            return
+        columns = np.arange(c0, c1, dtype=np.float32)[None, :] + 0.5
+        rows = np.arange(r0, r1, dtype=np.float32)[:, None] + 0.5
+        alpha = np.clip(0.5 - signed_distance(columns, rows), 0.0, 1.0)[..., None]
+        region = self._pixels[r0:r1, c0:c1]
+        blend = region.astype(np.float32)
+        blend += alpha * (np.asarray(color, np.float32) - blend)
+        region[:] = blend + 0.5  # round to the nearest level; the blend stays in [0, 255]
+
+    def line(self, p, q, width_px, color):
+        """A segment from p to q [m] with round caps, width_px pixels wide."""
+        a, b = self.to_pixels([p, q])
+        half = 0.5 * float(width_px)
+        ba = b - a
+        length2 = max(float(ba @ ba), 1e-12)
+
+        def distance(columns, rows):
+            pc, pr = columns - a[0], rows - a[1]
+            h = np.clip((pc * ba[0] + pr * ba[1]) / length2, 0.0, 1.0)
+            return np.hypot(pc - h * ba[0], pr - h * ba[1]) - half
+
+        self._paint(np.minimum(a, b) - half, np.maximum(a, b) + half, color, distance)
+
+    def circle(self, center, radius, color, *, filled=True, width_px=1.5):
+        """A disc of ``radius`` [m] about center [m]; with filled=False, its outline, width_px pixels wide."""
+        c = self.to_pixels(center)
+        r = float(radius) * self.scale
+        reach = r + (0.0 if filled else 0.5 * width_px)
+
+        def distance(columns, rows):
+            d = np.hypot(columns - c[0], rows - c[1]) - r
+            return d if filled else np.abs(d) - 0.5 * width_px
+
+        self._paint(c - reach, c + reach, color, distance)
+
+    def polygon(self, points, color):
+        """A filled simple polygon (convex or not) with vertices ``points`` [m], shape (N, 2)."""
+        v = self.to_pixels(points)
+        edge = np.roll(v, -1, axis=0) - v  # (N, 2): v[k] -> v[k+1]
+        length2 = np.maximum((edge * edge).sum(axis=1), 1e-12)
+
+        def distance(columns, rows):
+            pc, pr = columns[..., None] - v[:, 0], rows[..., None] - v[:, 1]  # (h, w, N)
+            h = np.clip((pc * edge[:, 0] + pr * edge[:, 1]) / length2, 0.0, 1.0)
+            nearest = np.hypot(pc - h * edge[:, 0], pr - h * edge[:, 1]).min(axis=-1)
+            # even-odd rule: count the edges that straddle the pixel's row and pass to its right
+            crosses = ((pr < 0) != (pr < edge[:, 1])) & ((pc * edge[:, 1] - pr * edge[:, 0]) * edge[:, 1] < 0)
+            return np.where(crosses.sum(axis=-1) % 2 == 1, -nearest, nearest)
+
+        self._paint(v.min(axis=0), v.max(axis=0), color, distance)
+
+    def rectangle(self, center, size, angle, color):
+        """A filled rectangle of size (width, height) [m] about center [m], turned by angle [rad] anticlockwise."""
+        (w, h), (cx, cy) = size, center
+        corners = 0.5 * np.array([[-w, -h], [w, -h], [w, h], [-w, h]], np.float64)
+        cos, sin = math.cos(angle), math.sin(angle)
+        self.polygon(corners @ np.array([[cos, sin], [-sin, cos]]) + (cx, cy), color)
+
+    def ground(self, y=0.0, color=GROUND):
+        """Fill everything below height y [m], with an ink line along the surface."""
+        row = float(self.to_pixels((0.0, y))[1])
+        self._fill_rows(min(max(int(math.ceil(row)) + 1, 0), self.height), color)
+        self._paint((0.0, row - 1.0), (self.width, row), color, lambda columns, rows: row - rows)
+        self.line((self.view[0], y), (self.view[1], y), 1.5, INK)
+
+    def image(self):
+        """The picture as uint8, shape (height, width, 3)."""
+        return self._pixels.copy()
+
+
+# ---- one drawing per system: (canvas, state {name: float}, params {name: float}) ------------------------------------
+def draw_cartpole(canvas, state, params):
+    """Cart on a track at y = 0; pole of length 2 l from the hinge, theta from upright, positive leaning right."""
+    x, theta, l = state["x"], state["theta"], params["l"]
+    canvas.line((canvas.view[0], 0.0), (canvas.view[1], 0.0), 2.0, INK)  # the track, across the picture
+    canvas.rectangle((x, 0.5 * CART_HEIGHT), (CART_WIDTH, CART_HEIGHT), 0.0, CART)
+    hinge = (x, HINGE_HEIGHT)
+    tip = (x + 2 * l * math.sin(theta), HINGE_HEIGHT + 2 * l * math.cos(theta))
+    canvas.line(hinge, tip, max(POLE_WIDTH * canvas.scale, 3.0), POLE)
+    canvas.circle(hinge, 0.3 * POLE_WIDTH + 1.0 / canvas.scale, HINGE)
+
+
+def _pivot(canvas, reach):
+    canvas.line((-0.15 * reach, 0.0), (0.15 * reach, 0.0), 3.0, INK)
+
+
+def _rod_and_bob(canvas, start, end, radius, color):
+    canvas.line(start, end, max(0.02 * canvas.scale, 2.0), ROD)
+    canvas.circle(end, radius, color)
+
+
+def draw_pendulum(canvas, state, params):
+    """Pivot at the origin; bob at (l sin theta, -l cos theta), theta from the downward vertical."""
+    theta, l = state["theta"], params["l"]
+    _pivot(canvas, l)
+    _rod_and_bob(canvas, (0.0, 0.0), (l * math.sin(theta), -l * math.cos(theta)), 0.08 * l, BOB)
+
+
+def draw_double_pendulum(canvas, state, params):
+    """Pivot at the origin; both rod angles from the downward vertical."""
+    (q1, q2), (l1, l2) = (state["theta1"], state["theta2"]), (params["l1"], params["l2"])
+    elbow = (l1 * math.sin(q1), -l1 * math.cos(q1))
+    end = (elbow[0] + l2 * math.sin(q2), elbow[1] - l2 * math.cos(q2))
+    radius = 0.05 * (l1 + l2)
+    _pivot(canvas, l1 + l2)
+    _rod_and_bob(canvas, (0.0, 0.0), elbow, radius, BOB)
+    _rod_and_bob(canvas, elbow, end, radius, BOB_LOWER)
+
+
+def draw_bouncing_ball(canvas, state, params):
+    """Floor y = 0; a disc of radius r centred at (px, py)."""
+    canvas.ground(0.0)
+    canvas.circle((state["px"], state["py"]), params["r"], BALL)
+
+
+def draw_sliding_block(canvas, state, params):
+    """Floor y = 0; a square of side BLOCK_SIDE whose centre is at x."""
+    canvas.ground(0.0)
+    canvas.rectangle((state["x"], 0.5 * BLOCK_SIDE), (BLOCK_SIDE, BLOCK_SIDE), 0.0, BLOCK)
+
+
+RIGID_COLORS = (BALL, BLOCK, POLE, HINGE, BOB, BOB_LOWER)  # Rigid2D bodies, in turn
+
+
+def _rigid2d_bodies(state, params):
+    """[(kind, centre, angle, size)] per body: ("disc", (px, py), angle, r) or ("box", ..., (width, height)).
+
+    Which bodies are discs comes from the per-body sizes: r of shape (n_discs,), or hx and hy of shape (n_boxes,);
+    with scalar sizes only (the declared defaults), every body is a disc."""
+    n_bodies = len(np.atleast_1d(state["px"]))
+    r, hx, hy = (np.asarray(params[k], np.float64) for k in ("r", "hx", "hy"))
+    n_discs = r.size if r.ndim else n_bodies - hx.size if hx.ndim else n_bodies
+    bodies = []
+    for i, (px, py, angle) in enumerate(zip(*(np.atleast_1d(state[k]) for k in ("px", "py", "angle")))):
+        if i < n_discs:
+            bodies.append(("disc", (px, py), angle, float(r[i] if r.ndim else r)))
+        else:
+            j = i - n_discs
+            bodies.append(("box", (px, py), angle, (2.0 * float(hx[j] if hx.ndim else hx),
+                                                    2.0 * float(hy[j] if hy.ndim else hy))))
+    return bodies
+
+
+def _floor_drawn(params):
+    ground = params.get("ground")
+    if ground is None:
+        return params.get("g", 9.8) > 0
+    return ground == "on" if isinstance(ground, str) else bool(ground)
+
+
+def draw_rigid2d(canvas, state, params):
+    """Rigid2D: discs with a radius marking their angle and boxes turned by theirs, over the floor y = 0.
+
+    state: {name: array (n_bodies,)}; params: one batch element's parameters with per-body arrays, e.g.
+    {k: v[b] for k, v in sim.params.items()}. The floor is drawn when params["ground"] ("on" / "off", or 1 / 0)
+    says so, by default when g > 0 (with g = 0 a picture is usually a top view, as of a billiard table).
+    """
+    if _floor_drawn(params):
+        canvas.ground(0.0)
+    for i, (kind, centre, angle, size) in enumerate(_rigid2d_bodies(state, params)):
+        color = RIGID_COLORS[i % len(RIGID_COLORS)]
+        if kind == "disc":
+            canvas.circle(centre, size, color)
+            rim = (centre[0] + 0.8 * size * math.cos(angle), centre[1] + 0.8 * size * math.sin(angle))
+            canvas.line(centre, rim, 1.5, INK)
+        else:
+            canvas.rectangle(centre, size, angle, color)
+
+
+def draw_mass_spring(canvas, state, params):
+    """Floor y = 0; the obstacles (discs and boxes, when there are); springs as lines between the particles
+    (params["springs"], pairs of particle indices, when the picture comes from a simulator) and the particles as
+    dots."""
+    canvas.ground(0.0)
+    for centre, radius in obstacles(params, "sphere_center", "sphere_radius"):
+        canvas.circle(centre, radius, GROUND)
+    for centre, half in obstacles(params, "box_center", "box_half"):
+        canvas.rectangle(centre, 2 * np.asarray(half), 0.0, GROUND)
+    pos = np.asarray(state["pos"])
+    for i, j in params.get("springs", ()):
+        canvas.line(pos[i], pos[j], 1.2, ROD)
+    for p in pos:
+        canvas.circle(p, 2.0 / canvas.scale, BOB)
+
+
+def draw_mpm(canvas, state, params):
+    """A 2D material-point body: the floor at the top of the grid's boundary band, the points as dots."""
+    canvas.ground(3.0 / params.get("n_grid", 32))
+    for p in np.asarray(state["pos"]):
+        canvas.circle(p[:2], 1.5 / canvas.scale, BOB)
+
+
+def obstacles(params, centres, sizes):
+    """[(centre, size), ...] of one kind of obstacle from one batch element's parameters (none if absent)."""
+    if centres not in params:
+        return []
+    return list(zip(np.asarray(params[centres], dtype=float), np.asarray(params[sizes], dtype=float)))
+
+
+def points_mass_spring(state, params):
+    """A 3D mass-spring body: its surface where it has faces (a cloth), its springs as lines otherwise, its
+    particles (pinned ones darker), the obstacles and the floor."""
+    pos = np.asarray(state["pos"])
+    faces = np.asarray(params.get("faces", np.zeros((0, 3), int)))
+    springs = np.asarray(params.get("springs", np.zeros((0, 2), int)))
+    pinned = np.zeros(len(pos), bool)
+    pinned[list(params.get("pinned", []))] = True
+    colors = np.where(pinned[:, None], np.array(ROD) / 255, np.array(BOB) / 255)
+    picture = dict(points=pos, colors=colors, radius=0.004 if len(faces) else 0.006, floor=0.0,
+                   spheres=obstacles(params, "sphere_center", "sphere_radius"),
+                   boxes=obstacles(params, "box_center", "box_half"))
+    if len(faces):
+        picture["mesh"] = (pos, faces)
+    elif len(springs):
+        picture["segments"] = pos[springs]
+    return picture
+
+
+def points_mpm(state, params):
+    """A 3D material-point body: its points (actuated ones darker) as spheres of half a point spacing, the floor."""
+    n_grid = params.get("n_grid", 32)
+    actuated = np.asarray(params.get("actuated", np.zeros(len(state["pos"]), bool)))[:, None]
+    colors = np.where(actuated, np.array(BOB) / 255 * 0.7, np.array(BLOCK) / 255)
+    return dict(points=state["pos"], colors=colors, radius=0.25 / n_grid, floor=3.0 / n_grid)
+
+
+DRAW = {
+    "Cartpole": draw_cartpole,
+    "Pendulum": draw_pendulum,
+    "DoublePendulum": draw_double_pendulum,
+    "BouncingBall": draw_bouncing_ball,
+    "SlidingBlock": draw_sliding_block,
+    "Rigid2D": draw_rigid2d,
+    "MassSpring": draw_mass_spring,
+    "MPM": draw_mpm,
+}
+# 3D bodies: {state, params} -> what tisim.scene.Scene.render takes
+DRAW3D = {"MPM": points_mpm, "MassSpring": points_mass_spring}
+
+
+def look_at_rollout(traj):
+    """(camera position, target) that sees every position of a 3D rollout, from the front right and above; the
+    MPM's bodies stay in the unit cube, which the scene's default camera sees."""
+    pos = np.asarray(traj["pos"]).reshape(-1, 3)
+    low, high = pos.min(axis=0), pos.max(axis=0)
+    centre, reach = 0.5 * (low + high), max(float(np.max(high - low)), 0.25)
+    return centre + reach * np.array([0.6, 0.55, 1.3]), centre
+
+
+LOOKS3D = {"MassSpring": look_at_rollout}
+
+
+# ---- default views: (traj {name: array (T+1,)}, params {name: float}) -> (xmin, xmax, ymin, ymax) [m] -------------
+def view_cartpole(traj, params):
+    """The track travelled, widened by the pole's reach; the pole upright and hanging."""
+    reach = 2 * params["l"] + 0.1
+    side = max(reach, 0.5 * CART_WIDTH + 0.1)
+    return (traj["x"].min() - side, traj["x"].max() + side, HINGE_HEIGHT - reach, HINGE_HEIGHT + reach)
+
+
+def view_pendulum(traj, params):
+    """The circle the bob can reach."""
+    reach = 1.15 * params["l"]
+    return (-reach, reach, -reach, reach)
+
+
+def view_double_pendulum(traj, params):
+    """The circle the lower bob can reach."""
+    reach = 1.1 * (params["l1"] + params["l2"])
+    return (-reach, reach, -reach, reach)
+
+
+def view_bouncing_ball(traj, params):
+    """The ball's path and a strip of floor."""
+    r = params["r"]
+    top = max(traj["py"].max() + r, 4 * r)
+    margin = 0.1 * top + r
+    return (traj["px"].min() - margin, traj["px"].max() + margin, -margin, top + margin)
+
+
+def view_sliding_block(traj, params):
+    """The stretch of floor the block covers, at least 1 m wide."""
+    low, high = traj["x"].min() - BLOCK_SIDE, traj["x"].max() + BLOCK_SIDE
+    pad = max(0.5 - 0.5 * (high - low), 0.1)
+    return (low - pad, high + pad, -0.1, BLOCK_SIDE + 0.2)
+
+
+def view_rigid2d(traj, params):
+    """Every body's path (traj: {name: array (T+1, n_bodies)}), widened by the largest body, and the floor when it
+    is drawn (see draw_rigid2d)."""
+    bodies = _rigid2d_bodies({k: v[0] for k, v in traj.items()}, params)
+    reach = max(size if kind == "disc" else 0.5 * math.hypot(*size) for kind, _, _, size in bodies)
+    margin = reach + 0.1 * max(np.ptp(traj["px"]), np.ptp(traj["py"]), 4 * reach)
+    low = traj["py"].min() - margin
+    if _floor_drawn(params):
+        low = min(low, -margin)
+    return (traj["px"].min() - margin, traj["px"].max() + margin, low, traj["py"].max() + margin)
+
+
+def view_mass_spring(traj, params):
+    """Every particle's path, with the floor."""
+    x, y = traj["pos"][..., 0], traj["pos"][..., 1]
+    margin = 0.1 * max(np.ptp(x), np.ptp(y), 0.2)
+    return (x.min() - margin, x.max() + margin, min(y.min(), 0.0) - margin, y.max() + margin)
+
+
+VIEWS = {
+    "Cartpole": view_cartpole,
+    "Pendulum": view_pendulum,
+    "DoublePendulum": view_double_pendulum,
+    "BouncingBall": view_bouncing_ball,
+    "SlidingBlock": view_sliding_block,
+    "Rigid2D": view_rigid2d,
+    "MassSpring": view_mass_spring,
+    "MPM": lambda traj, params: (0.0, 1.0, 0.0, 1.0),  # the grid's unit square
+}
+
+
+# ---- animations ---------------------------------------------------------------------------------------------------
+def _one_element(traj, params, name, b):
+    """One batch element: ({state: array (T+1, ...)}, {param: float or per-entity array}); params missing from
+    ``params`` take the defaults that system ``name`` declares. Arrays in ``params`` have the batch axis first, as
+    ``sim.params`` gives them; strings (options) pass as they are."""
+    states = {k: np.asarray(v, np.float64) for k, v in traj.items()}
+    if not states or any(v.ndim < 2 for v in states.values()):
+        raise ValueError("frames: traj must map state names to arrays (B, T+1, ...), as rollout() returns")
+    batch = len(next(iter(states.values())))
+    if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or not 0 <= b < batch:
+        raise ValueError(f"frames: batch_index must be an integer in [0, {batch}), got {b!r}")
+    chosen = {q.name: float(q.default) for q in getattr(getattr(systems, name, None), "PARAMS", ())}
+    for key, value in (params or {}).items():
+        if isinstance(value, str):
+            chosen[key] = value
+            continue
+        value = np.asarray(value, np.float64)
+        one = value if value.ndim == 0 else value[b] if len(value) > 1 else value[0]
+        chosen[key] = float(one) if np.ndim(one) == 0 else one
+    return {k: v[b] for k, v in states.items()}, chosen
+
+
+def _looks(system, traj, params, name, batch_index):
+    """One batch element's states and what its drawing needs: its parameters and, from a simulator, its structure
+    (sizes, options, a robot's springs, faces and pins, a body's actuated points)."""
+    one, theta = _one_element(traj, system.params if params is None and not isinstance(system, str) else params,
+                              name, batch_index)
+    if not isinstance(system, str):
+        theta.update({**system.sizes, **system.options})
+        if hasattr(system, "robot"):
+            theta.update(springs=system.robot.springs, faces=system.robot.faces, pinned=system.robot.pinned)
+        if hasattr(system, "body"):
+            theta["actuated"] = system.body.actuators >= 0
+    return one, theta
+
+
+def orbit(system, traj, scene, *, every=20, rounds=None, distance=1.2, height=0.5):
+    """Replay batch element 0 of a 3D rollout in ``scene`` (a tisim.scene.Scene, a window where a display exists),
+    the camera circling the body's centre at `distance` and `height` [m] above it, until the window is closed or
+    `rounds` replays were shown. Returns the number shown."""
+    name = type(system).__name__
+    if name not in DRAW3D or system.sizes.get("dim") != 3:
+        raise ValueError(f"orbit: needs a 3D simulator with a 3D drawing ({sorted(DRAW3D)}), got {name}")
+    one, theta = _looks(system, traj, None, name, 0)
+    shown, angle = 0, 0.0
+    while scene.window is not None and scene.window.running and rounds != shown:
+        for t in range(0, len(one["pos"]), every):
+            centre = one["pos"][t].mean(axis=0)
+            angle += 0.01
+            scene.look(from_=centre + [distance * np.sin(angle), height, distance * np.cos(angle)], at=centre)
+            scene.render(**DRAW3D[name]({k: v[t] for k, v in one.items()}, theta))
+        shown += 1
+    return shown
+
+
+def frames(system, traj, params=None, *, batch_index=0, every=1, size=(320, 240), bounds=None):
+    """Pictures of one batch element of a rollout: a list of uint8 arrays (height, width, 3), one per ``every`` steps.
+
+    system: a simulator (its class name picks the drawing; its ``params`` are used unless params is given) or a class
+    name in DRAW. traj: {state name: array (B, T+1)}, as ``rollout`` returns. params: {name: float or array (B,)};
+    missing names take the system's declared defaults. bounds: (xmin, xmax, ymin, ymax) [m], default VIEWS[name].
+    A 3D simulator (sizes["dim"] == 3) is pictured through GGUI's 3D scene (tisim.scene), bounds unused.
+    """
+    name = system if isinstance(system, str) else type(system).__name__
+    if name not in DRAW:
+        raise ValueError(f"frames: no drawing for {name!r}; DRAW has {sorted(DRAW)}." + near_miss(name, list(DRAW)))
+    if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
+        raise ValueError(f"frames: every must be an integer >= 1, got {every!r}")
+    one, theta = _looks(system, traj, params, name, batch_index)
+    steps = range(0, len(next(iter(one.values()))), every)
+    if theta.get("dim") == 3:  # through GGUI's 3D scene (WindowUnavailable without Vulkan)
+        with Scene(size) as view:
+            if name in LOOKS3D:  # bodies that roam: a camera that sees the whole rollout
+                view.look(*LOOKS3D[name](one))
+            return [view.render(**DRAW3D[name]({k: v[t] for k, v in one.items()}, theta)) for t in steps]
+    if bounds is None:
+        bounds = VIEWS[name](one, theta) if name in VIEWS else (-1.0, 1.0, -1.0, 1.0)
+    pictures = []
+    for t in steps:
+        canvas = Canvas(size[0], size[1], bounds=bounds)
+        DRAW[name](canvas, {k: float(v[t]) if v.ndim == 1 else v[t] for k, v in one.items()}, theta)
+        pictures.append(canvas.image())
+    return pictures
+
+
+def _rgb_codes(picture):
+    code = picture[..., 0].astype(np.int32) << 16
+    code |= picture[..., 1].astype(np.int32) << 8
+    code |= picture[..., 2]
+    return code
+
+
+def quantize(pictures, colors):
+    """Map the pictures onto one shared palette of at most ``colors`` entries, exactly and without dithering.
+
+    The palette is the most frequent colours of a sample of the pictures: flat-shaded drawings keep their exact fill
+    colours, and the rarer anti-aliased edge blends go to the nearest kept colour (Euclidean in RGB). Returns
+    (indices uint8 (N, H, W), palette uint8 (K, 3)), K <= colors.
+    """
+    codes = np.stack([_rgb_codes(np.asarray(p, np.uint8)) for p in pictures])
+    sample, counts = np.unique(codes[::max(1, len(codes) // 16)], return_counts=True)
+    kept = sample[np.argsort(counts, kind="stable")[::-1][:colors]]
+    palette = np.stack([kept >> 16, (kept >> 8) & 255, kept & 255], axis=1)
+    # a lookup table over all 2^24 colours, filled only where a picture uses one (16 MB, no sort of every pixel)
+    seen = np.zeros(1 << 24, bool)
+    seen[codes] = True
+    used = np.flatnonzero(seen)
+    used_rgb = np.stack([used >> 16, (used >> 8) & 255, used & 255], axis=1)
+    table = np.zeros(1 << 24, np.uint8)
+    table[used] = ((used_rgb[:, None, :] - palette[None, :, :]) ** 2).sum(axis=2).argmin(axis=1)
+    return table[codes], palette.astype(np.uint8)
+
+
+def save_gif(path, frames, *, fps=25, max_frames=None, colors=64):
+    """Write an endlessly looping GIF of uint8 frames (H, W, 3) at fps frames per second; returns the path.
+
+    max_frames: keep at most this many frames, evenly spaced, with longer delays so the clip lasts as long.
+    colors: size of the one palette shared by all frames (2..256). Viewers clamp delays under 20 ms: keep fps <= 50.
+    Pillow stores identical consecutive frames once, with their delays added.
+    """
+    pictures = [np.asarray(f, np.uint8) for f in frames]
+    if not pictures:
+        raise ValueError("save_gif: frames is empty")
+    if not (2 <= colors <= 256 and fps > 0 and (max_frames is None or max_frames >= 1)):
+        raise ValueError(f"save_gif: need 2 <= colors <= 256, fps > 0 and max_frames >= 1 (or None); got colors="
+                         f"{colors}, fps={fps}, max_frames={max_frames}")
+    delay = 1000.0 / fps  # [ms]
+    if max_frames is not None and len(pictures) > max_frames:
+        keep = np.unique(np.round(np.linspace(0, len(pictures) - 1, max_frames)).astype(int))
+        delay *= len(pictures) / len(keep)
+        pictures = [pictures[i] for i in keep]
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    indices, palette = quantize(pictures, colors)
+    # indexed frames with one global palette: Pillow's own RGB -> P conversion would cost ~10 ms a frame
+    iio.imwrite(path, indices, mode="P", palette=palette.tobytes(), extension=".gif", plugin="pillow",
+                duration=int(round(delay)), loop=0)
+    return path
+
+
+def side_by_side(frames_a, frames_b, *, gap=4):
+    """Pair frames left | right with a gap of background pixels; the shorter sequence repeats its last frame."""
+    if not frames_a or not frames_b:
+        raise ValueError("side_by_side: both frame lists must be non-empty")
+    height = max(frames_a[0].shape[0], frames_b[0].shape[0])
+
+    def padded(picture):
+        out = np.full((height, picture.shape[1], 3), BACKGROUND, np.uint8)
+        out[:picture.shape[0]] = picture
+        return out
+
+    spacer = np.full((height, gap, 3), BACKGROUND, np.uint8)
+    count = max(len(frames_a), len(frames_b))
+    return [np.concatenate([padded(frames_a[min(i, len(frames_a) - 1)]), spacer,
+                            padded(frames_b[min(i, len(frames_b) - 1)])], axis=1) for i in range(count)]
