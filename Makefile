@@ -7,7 +7,7 @@ export TI_SKIP_VERSION_CHECK := ON
 export TI_OFFLINE_CACHE_FILE_PATH ?= $(CURDIR)/.cache/taichi
 export MPLBACKEND := Agg
 
-.PHONY: demo test bench clean
+.PHONY: demo test docs bench clean
 
 # torch==2.13.0 (the optional PyTorch interop, tested too): these machines keep its CPU build in /opt/wheels
 WHEELS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels)
@@ -15,7 +15,7 @@ WHEELS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels)
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet $(WHEELS) -e '.[test,torch,ray]'
+	$(PY) -m pip install --quiet $(WHEELS) -e '.[test,torch,ray,docs]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -36,6 +36,11 @@ GRADIENT_TESTS := $(addprefix tests/test_,$(addsuffix .py,engine mechanisms chec
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadfile
 	TISIM_TEST_THREADS=2 $(PY) -m pytest -q -m "not perturbed" $(GRADIENT_TESTS)
+
+# the documentation site, built strict: a broken link, a missing page or an unresolved API reference fails it
+# (NO_MKDOCS_2_WARNING: without the theme's notice about its successor)
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict -d out/site
 
 bench: $(STAMP)
 	mkdir -p out
