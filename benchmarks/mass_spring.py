@@ -23,8 +23,8 @@ import numpy as np
 import taichi as ti
 
 import tisim
-from tisim.robots import grid
 from tisim.core.runtime import numpy_real, real
+from tisim.robots import grid
 from tisim.systems.mass_spring import MassSpring, mean_x_weights, reference_actions
 
 T, T_CHECK = 400, 200

@@ -75,8 +75,6 @@ class Tisim:
     """tisim's MassSpring with TerminalSum on "pos", on its default schedule, "phased" (each spring once, then each
     particle; on a CPU each pass one kernel)."""
 
-    schedule = "phased"
-
     def __init__(self, cloth, horizon, dtype, device=None):  # the arch and float type are tisim.init's
         import tisim
         from tisim.systems.mass_spring import MassSpring
@@ -86,7 +84,7 @@ class Tisim:
             assert defaults[name] == value, f"tisim's MassSpring changed its default {name}; update peers_cloth"
         from tisim.physics.contact import DISTANCE_FLOOR
         assert DISTANCE_FLOOR == FLOOR, "tisim.physics.contact changed DISTANCE_FLOOR; update peers_cloth.FLOOR"
-        self.sim = MassSpring(horizon=horizon, robot=cloth.robot, dt=DT, drag=DRAG, schedule=self.schedule)
+        self.sim = MassSpring(horizon=horizon, robot=cloth.robot, dt=DT, drag=DRAG, )
         self.sim.set_initial_state(pos=cloth.x0)
         self.loss = tisim.losses.TerminalSum({"pos": cloth.weights})
 
@@ -98,12 +96,6 @@ class Tisim:
         self.sim.set_params(k=k)
         g = self.sim.gradient(self.loss)
         return g.value, (g.params["k"][0], g.initial_state["pos"][0])
-
-
-class TisimItems(Tisim):
-    """The same MassSpring item-wise: each particle evaluates its springs (each spring twice)."""
-
-    schedule = "items"
 
 
 def jax_scan(cloth, horizon, dtype, device=None):
@@ -379,7 +371,6 @@ def taichi_handwritten(cloth, horizon, dtype, device=None):
 
 IMPLEMENTATIONS = {  # row label: (factory, package the row needs)
     "tisim": (Tisim, "taichi"),
-    "tisim, item-wise (each particle gathers its springs)": (TisimItems, "taichi"),
     "hand-written Taichi (launch per step, Tape)": (taichi_handwritten, "taichi"),
     "JAX (jit, lax.scan)": (jax_scan, "jax"),
     "Warp (launch per step, Tape)": (warp_tape, "warp"),

@@ -1,5 +1,5 @@
-# The reference mass-spring workload (benchmarks/README.md) written five ways for benchmarks/peers.py: tisim, hand-written
-# Taichi (benchmarks/mass_spring.py's DiffTaichi-style class), JAX, Warp and PyTorch.
+# The reference mass-spring workload (benchmarks/README.md) written five ways for benchmarks/peers.py: tisim,
+# hand-written Taichi (benchmarks/mass_spring.py's DiffTaichi-style class), JAX, Warp and PyTorch.
 #
 # Every implementation takes actions u of shape (T, S) (numpy, the run's float type) and returns the loss
 #     L = -mean_i x_i[T]      (minus the mean x of all particles after T steps)
@@ -33,12 +33,10 @@ class Tisim:
     (on a CPU each pass one kernel, the backward pass the phases' hand-written reverses; on a GPU a launch per
     phase per step)."""
 
-    schedule = "phased"
-
     def __init__(self, body, horizon, dtype, device=None):  # the arch and float type are tisim.init's
         import tisim
         from tisim.systems.mass_spring import MassSpring, mean_x_weights
-        self.sim = MassSpring(horizon=horizon, robot=body, schedule=self.schedule)
+        self.sim = MassSpring(horizon=horizon, robot=body, )
         self.loss = tisim.losses.TerminalSum(mean_x_weights(self.sim))
 
     def forward(self, u):
@@ -49,13 +47,6 @@ class Tisim:
         self.sim.set_actions(u)
         g = self.sim.gradient(self.loss)
         return g.value, g.actions[0]
-
-
-class TisimItems(Tisim):
-    """The same MassSpring item-wise: each particle evaluates its springs (each spring twice), differentiated by
-    Taichi's reverse mode of the one-kernel rollout."""
-
-    schedule = "items"
 
 
 def taichi_handwritten(body, horizon, dtype, device=None):
@@ -253,7 +244,6 @@ def torch_eager(body, horizon, dtype, device="cpu"):
 
 IMPLEMENTATIONS = {  # row label: (factory, package the row needs)
     "tisim": (Tisim, "taichi"),
-    "tisim, item-wise (each particle gathers its springs)": (TisimItems, "taichi"),
     "hand-written Taichi (launch per phase per step, Tape)": (taichi_handwritten, "taichi"),
     "JAX (jit, lax.scan)": (jax_scan, "jax"),
     "Warp (launch per step, Tape)": (warp_tape, "warp"),

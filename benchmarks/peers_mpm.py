@@ -1,5 +1,5 @@
-# The MPM workload of benchmarks/peers.py written three ways: tisim's MPM (tisim/systems/mpm/system.py), hand-written Taichi
-# in DiffTaichi's style, and JAX.
+# The MPM workload of benchmarks/peers.py written three ways: tisim's MPM (tisim/systems/mpm/system.py), hand-written
+# Taichi in DiffTaichi's style, and JAX.
 #
 # Every implementation takes actions u of shape (T, A) (numpy, the run's float type; A actuators) and returns the loss
 #     L = -mean_p x_p[T]      (minus the mean x of all material points after T steps)

@@ -14,8 +14,8 @@ os.environ.setdefault("TI_OFFLINE_CACHE_FILE_PATH",
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 import tisim  # noqa: E402
-import tisim.diagnostics  # noqa: E402
 import tisim.core.phases  # noqa: E402
+import tisim.diagnostics  # noqa: E402
 
 # TISIM_TEST_ARCH=cuda runs the suite on a GPU (benchmarks/gpu_check.sh); CI and `make test` use the CPU.
 # TISIM_TEST_THREADS=2 runs it on two threads, the parallel kernels users get by default (make test runs the engine,

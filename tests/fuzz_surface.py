@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 os.environ.setdefault("TI_SKIP_VERSION_CHECK", "ON")
 import tisim  # noqa: E402
 from tisim import NonFiniteError  # noqa: E402
+from tisim.core.quantities import sizes_of  # noqa: E402
 from tisim.losses import Effort, TerminalSum, TerminalTarget, Tracking  # noqa: E402
 from tisim.robots import Robot, grid  # noqa: E402
 from tisim.systems.mpm import Body  # noqa: E402
@@ -41,8 +42,21 @@ TALLY = collections.Counter()
 wild_float = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from([0.0, -0.0, 1e-300, -1e300, 1e300])
 not_numbers = st.booleans() | st.none() | st.text(max_size=3) | st.lists(wild_float, max_size=3) | st.just({"a": 1})
 hostile = wild_float | st.integers(-10**6, 10**6) | not_numbers
-# sizes: wrong kinds and values below the minimum, but no huge ones (a horizon of 10^6 is valid, and slow)
-sizes = st.integers(-2, 3) | wild_float | not_numbers
+# sizes: wrong kinds and values below the minimum, but no huge valid ones (a horizon of 10^6 is valid, and slow); the
+# huge ones are past what 32-bit indices reach, refused before anything is made
+sizes = st.integers(-2, 3) | wild_float | not_numbers | st.sampled_from([2 ** 31, 10 ** 12])
+# the keywords that are no number of the step's arrays: what each takes, right and wrong
+OWN = dict(
+    robot=st.sampled_from(["worm", "no_such_robot", "", "/no/such/robot.json", "assets"]) | hostile,
+    # bodies inside the walls of the small grid, and outside them (2D and 3D, refused before any compiling)
+    body=st.sampled_from([Body.box([0.45, 0.45], [0.55, 0.55], 0.05), Body.box([0.0, 0.0], [0.2, 0.2], 0.05),
+                          Body.box([0.0, 0.0, 0.0], [0.2, 0.2, 0.2], 0.05)]) | hostile,
+    n_grid=st.sampled_from([0, 7, 8, 40000]) | sizes,
+    dt=st.sampled_from([1e-5, 1e-4, 1e-3]) | hostile,
+    spheres=st.lists(st.lists(wild_float, max_size=3), max_size=2) | hostile,
+    boxes=st.lists(st.lists(wild_float, max_size=3), max_size=2) | hostile,
+    sweeps=sizes, n_discs=sizes, n_boxes=sizes, hidden=sizes, seed=sizes,
+)
 
 
 def arrays(shape):
@@ -67,7 +81,8 @@ def judged(kind, call, names, forward=False):
             raise Violation(f"{kind}: NonFiniteError without its step: {error}") from None
         TALLY[kind + " non-finite"] += 1
         return None
-    except (ValueError, TypeError, FileNotFoundError) as error:  # a missing robot file is FileNotFoundError
+    # a missing robot file is FileNotFoundError; arrays beyond the machine's memory, MemoryError
+    except (ValueError, TypeError, FileNotFoundError, MemoryError) as error:
         if not any(str(name) in str(error) for name in names):
             raise Violation(f"{kind}: {type(error).__name__} does not name {names}: {error}") from None
         TALLY[kind + " refused"] += 1
@@ -110,7 +125,7 @@ def make(cls, **keywords):
 
 
 def keyword_names(cls):
-    names = [q.name for q in cls.PARAMS + cls.STATE] + list(cls.STRUCTURE) + list(cls.OPTIONS)
+    names = [q.name for q in cls.PARAMS + cls.STATE] + list(sizes_of(cls)) + list(cls.OPTIONS)
     own = [k for k in inspect.signature(cls.__init__).parameters if k not in ("self", "values")]  # robot, seed...
     return sorted(set(names + own)) + ["colour"]  # and one that is no keyword at all
 
@@ -132,7 +147,8 @@ def run_all(examples):
     common = settings(max_examples=examples, deadline=None, derandomize=True, database=None,
                       suppress_health_check=list(HealthCheck))
     questions = dict(kind=st.sampled_from(["gradient", "jacobian"]),
-                     method=st.sampled_from(["unrolled", "checkpointed", "forward_mode", "continuous_adjoint", "backprop", 3]),
+                     method=st.sampled_from(["unrolled", "checkpointed", "forward_mode", "continuous_adjoint",
+                                             "backprop", 3]),
                      wrt=st.sampled_from(["params", "initial_state", "actions", "theta"]),
                      mode=st.sampled_from(["auto", "reverse", "forward", None]))
 
@@ -144,8 +160,9 @@ def run_all(examples):
         def constructors(data, kind, method, wrt, mode):
             keywords = {}
             for name in data.draw(st.lists(st.sampled_from(names), max_size=3, unique=True)):
-                counts = name in cls.STRUCTURE + ("horizon", "batch")
-                keywords[name] = data.draw(sizes if counts else st.floats(0.1, 2.0) | hostile)
+                counts = name in tuple(sizes_of(cls)) + ("horizon", "batch")
+                keywords[name] = data.draw(OWN[name] if name in OWN else sizes if counts
+                                           else st.floats(0.1, 2.0) | hostile)
             sim = judged("constructor", lambda: make(cls, **keywords), list(keywords))
             if sim is not None:
                 traj = judged("rollout", sim.rollout, [])  # a dict of arrays

@@ -1,5 +1,5 @@
-"""Soak test of the bound launch path (tisim/core/launch.py): many simulators of every system, with random batch sizes and
-horizons, made, used and dropped in random order, with garbage collection and runtime restarts at random points.
+"""Soak test of the bound launch path (tisim/core/launch.py): many simulators of every system, with random batch sizes
+and horizons, made, used and dropped in random order, with garbage collection and runtime restarts at random points.
 
 Every simulator has a twin made with binding off (launch.BINDING = False: Taichi's own call path for every call),
 given the same inputs and asked the same things (rollout, evaluate, a gradient by each mechanism, Jacobians), and

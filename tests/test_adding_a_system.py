@@ -8,11 +8,12 @@ import re
 
 import numpy as np
 import pytest
-from conftest import TEST_SETTINGS
 
 import tisim
 from tisim.physics.contact import restitution_damping_value
 from tisim.testing import check_system
+
+from conftest import TEST_SETTINGS
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "adding_a_system.md"

@@ -7,9 +7,9 @@ import pytest
 import taichi as ti
 
 import tisim
+from tisim.autodiff.gradient_check import relative_errors
 from tisim.core import runtime
 from tisim.physics.complementarity import NEWTON_STEPS, contact_impulse, friction_impulse, normal_impulse
-from tisim.autodiff.gradient_check import relative_errors
 from tisim.systems import BouncingBall, Rigid2D, SlidingBlock
 
 G, R = 9.8, 0.1

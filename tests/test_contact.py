@@ -1,4 +1,5 @@
-"""The contact and friction laws of tisim.physics.contact, evaluated in Taichi and compared with their formulas and physics."""
+"""The contact and friction laws of tisim.physics.contact, evaluated in Taichi and compared with their formulas and
+physics."""
 import math
 
 import numpy as np

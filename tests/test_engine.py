@@ -2,10 +2,11 @@
 import numpy as np
 import pytest
 import taichi as ti
-from conftest import TEST_SETTINGS
 
 import tisim
 from tisim.systems import Linear, ScalarLinear
+
+from conftest import TEST_SETTINGS
 
 TARGET = tisim.losses.TerminalTarget({"x": 2.0})
 
@@ -174,7 +175,7 @@ def root_at_two(x: ti.template(), theta: ti.template(), u: ti.template(), b, t):
     return ti.sqrt(x[b, t, 0])  # finite at x = 0; its derivative is not
 
 
-@pytest.mark.parametrize("method", ["unrolled", "checkpointed", "forward", "adjoint"])
+@pytest.mark.parametrize("method", ["unrolled", "checkpointed", "forward_mode", "continuous_adjoint"])
 def test_nonfinite_backward_pass_of_a_finite_rollout_is_named(method):
     """A derivative that overflows while the rollout stays finite raises NonFiniteError when the gradient is read,
     never a NaN gradient: at the step where the adjoint went bad (sqrt at x_2 = 0), or naming the derivatives (dL/dm
@@ -267,12 +268,12 @@ def test_a_long_list_of_bad_entries_is_cut_short():
 def test_a_step_splits_into_launches_around_its_repeated_phases():
     """Plain phases share one launch; a repeated phase gets its own, run once per repetition; a repeated last phase
     (the one that writes the next state) is refused, naming the class."""
-    from tisim.core.phases import launch_units, phase_list
-    plain, sweep = (None, 4, 0, None), (None, 4, 16, None)
-    assert launch_units([plain, plain, sweep, plain]) == [((0, 2, False), 0), ((2, 3, False), 16), ((3, 4, False), 0)]
-    assert launch_units([sweep, sweep, plain]) == [((0, 1, False), 16), ((1, 2, False), 16), ((2, 3, False), 0)]
-    assert launch_units([plain]) == [((0, 1, False), 0)]
-    assert launch_units([plain], fused=True) == [((0, 1, True), 0)]
+    from tisim.core.phases import LaunchUnit, Phase, launch_units, phase_list
+    plain, sweep = Phase("plain", None, 4, 0), Phase("sweep", None, 4, 16)
+    assert launch_units([plain, plain, sweep, plain]) == [(0, 2, False, 0), (2, 3, False, 16), (3, 4, False, 0)]
+    assert launch_units([sweep, sweep, plain]) == [(0, 1, False, 16), (1, 2, False, 16), (2, 3, False, 0)]
+    assert launch_units([plain]) == [LaunchUnit(first=0, last=1, fused=False, kind=0)]
+    assert launch_units([plain], fused=True) == [(0, 1, True, 0)]
 
     class Looping:
         PHASES = (("touch", "n"), ("sweep", "n", 8))
@@ -284,11 +285,12 @@ def test_an_implicit_phase_is_one_launch_unit_with_its_residual_phases_and_needs
     """An implicit phase and the residual phases after it form one unit (solve, then the residual; backwards the
     adjoint, then the residual's gradient); a residual phase anywhere else, an implicit phase without its solve or
     adjoint, and a repeat count that is not a positive integer are refused by name."""
-    from tisim.core.phases import IMPLICIT, RESIDUAL, launch_units, phase_list
-    plain, solve, residual = (None, 4, 0, None), (None, 4, IMPLICIT, (None, None)), (None, 4, RESIDUAL, None)
+    from tisim.core.phases import IMPLICIT, RESIDUAL, Phase, launch_units, phase_list
+    plain, residual = Phase("plain", None, 4, 0), Phase("residual", None, 4, RESIDUAL)
+    solve = Phase("solve", None, 4, IMPLICIT, solve=None, reverse=None)
     assert launch_units([plain, solve, residual, plain, plain]) == \
-        [((0, 1, False), 0), ((1, 3, False), IMPLICIT), ((3, 5, False), 0)]
-    assert launch_units([solve, plain]) == [((0, 1, False), IMPLICIT), ((1, 2, False), 0)]
+        [(0, 1, False, 0), (1, 3, False, IMPLICIT), (3, 5, False, 0)]
+    assert launch_units([solve, plain]) == [(0, 1, False, IMPLICIT), (1, 2, False, 0)]
 
     class Host:
         sizes = {"n": 4}
@@ -310,4 +312,6 @@ def test_an_implicit_phase_is_one_launch_unit_with_its_residual_phases_and_needs
         with pytest.raises(ValueError, match="Host: phase 'touch' repeats an integer >= 1 times"):
             phase_list(Host((("touch", "n", bad), ("move", "n"))))
     Host.touch_solve = Host.touch_reverse = Host.touch
-    assert [entry[2] for entry in phase_list(Host((("touch", "n", IMPLICIT), ("move", "n"))))] == [IMPLICIT, 0]
+    phases = phase_list(Host((("touch", "n", IMPLICIT), ("move", "n"))))
+    assert [(p.name, p.kind, p.size) for p in phases] == [("touch", IMPLICIT, 4), ("move", 0, 4)]
+    assert phases[0].solve.__func__ is phases[0].reverse.__func__ is Host.touch  # bound to the host

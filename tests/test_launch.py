@@ -3,10 +3,11 @@ import gc
 
 import numpy as np
 import taichi as ti
-from conftest import TEST_SETTINGS
 
 import tisim
 from tisim.core.launch import Launches
+
+from conftest import TEST_SETTINGS
 
 
 @ti.kernel

@@ -1,6 +1,5 @@
 """The mass-spring body: robot files, the reference workload, physics and gradients."""
 import dataclasses
-import functools
 import json
 
 import numpy as np
@@ -12,9 +11,12 @@ from tisim.core.quantities import Scratch
 from tisim.robots import Robot, grid
 from tisim.systems.mass_spring import MassSpring, mean_x_weights, reference_actions
 
+from itemwise_mass_spring import ItemwiseMassSpring
+
 
 def test_reference_grid_sizes():
-    """The reference grids have the particle and spring counts of the reference workload (benchmarks/README.md) (256 / 906, 2048 / 7906)."""
+    """The reference grids have the particle and spring counts of the reference workload (benchmarks/README.md):
+    256 / 906 and 2048 / 7906."""
     for (nx, ny), (n, s) in {(32, 8): (256, 906), (32, 64): (2048, 7906)}.items():
         robot = grid(nx, ny)
         assert (len(robot.particles), len(robot.springs)) == (n, s)
@@ -54,7 +56,8 @@ def test_malformed_robot_file_names_the_field(tmp_path, edit, message):
 
 
 def numpy_reference(robot, T, dt, actions, k=1000.0, c=2.0, kc=5000.0, kd=20.0, mu=0.6, eps=0.05, m=0.01, g=9.8):
-    """The reference mass-spring workload (benchmarks/README.md), written independently with numpy loops over springs."""
+    """The reference mass-spring workload (benchmarks/README.md), written apart from the code with numpy loops over
+    springs."""
     x, v = robot.particles.copy(), np.zeros_like(robot.particles)
     rest, owner = robot.rest_lengths(), robot.actuator_of_spring()
     for t in range(T):
@@ -103,15 +106,15 @@ def test_free_body_conserves_momentum_and_rests_on_the_ground():
     assert 0 < depth < 3 * weight_per_contact / 5000  # penetration of the order of the static spring deflection
 
 
-@pytest.mark.parametrize("schedule", ["items", "phased"])
+@pytest.mark.parametrize("system", [ItemwiseMassSpring, MassSpring], ids=["items", "phased"])
 @pytest.mark.parametrize("group", ["params", "initial_state", "actions"])
-def test_gradients_without_contact(group, schedule):
+def test_gradients_without_contact(group, system):
     """Off the ground (no contact switch), every gradient group matches float64 central differences to 1e-5.
 
     Measured worst: 1e-9 (initial state), 4e-6 (k, whose entries are 1e-7 of the loss), 3e-6 (an action entry of
     1e-6); Richardson-extrapolated differences at two steps agree with the backward pass to 1e-9 on the large
     entries, so the rest is the differences' own noise on small entries."""
-    sim = MassSpring(horizon=40, robot=grid(3, 2), schedule=schedule)
+    sim = system(horizon=40, robot=grid(3, 2))
     sim.set_initial_state(pos=grid(3, 2).particles * 1.05 + [0.0, 0.5])  # half a metre up: no contact in 20 ms
     sim.set_actions(reference_actions(sim))
     loss = tisim.losses.TerminalSum(mean_x_weights(sim)) + tisim.losses.TerminalTarget({"pos": grid(3, 2).particles})
@@ -120,11 +123,11 @@ def test_gradients_without_contact(group, schedule):
     assert report.worst <= 1e-5, str(report)
 
 
-@pytest.mark.parametrize("schedule", ["items", "phased"])
-def test_gradients_through_ground_contact(schedule):
+@pytest.mark.parametrize("system", [ItemwiseMassSpring, MassSpring], ids=["items", "phased"])
+def test_gradients_through_ground_contact(system):
     """Through ground contact the backward pass matches central differences to a documented 1e-3 (piecewise law:
     a difference whose stencil straddles a contact switch measures a mixture of two pieces)."""
-    sim = MassSpring(horizon=60, robot=Robot.load("worm"), schedule=schedule)
+    sim = system(horizon=60, robot=Robot.load("worm"))
     sim.set_actions(reference_actions(sim))
     report = tisim.gradcheck(sim, tisim.losses.TerminalSum(mean_x_weights(sim)), step=1e-6, max_entries=8)
     assert report.worst <= 1e-3, str(report)
@@ -202,22 +205,22 @@ def schedule_results(make, per_step):
 
 
 @pytest.mark.parametrize("make, per_step", [
-    (functools.partial(MassSpring, schedule="items"), True),
-    (functools.partial(MassSpring, schedule="phased"), False),
-    (functools.partial(MassSpring, schedule="phased"), True),
-    (functools.partial(RecomputedSprings, schedule="phased"), False),
-    (functools.partial(RecomputedSprings, schedule="phased"), True),
-    (functools.partial(MixedScratch, schedule="phased"), False),
+    (ItemwiseMassSpring, True),
+    (MassSpring, False),
+    (MassSpring, True),
+    (RecomputedSprings, False),
+    (RecomputedSprings, True),
+    (MixedScratch, False),
 ], ids=["items-per-step", "phased", "phased-per-step", "phased-recomputed", "phased-recomputed-per-step",
         "phased-kept-and-recomputed"])
 def test_every_schedule_gives_the_same_gradients(make, per_step):
-    """Every schedule gives the fused item-wise schedule's loss, trajectory and gradients in every group, unrolled
-    and checkpointed, with a Custom loss term too, to 1e-12: the item-wise step one launch per step, the phased step
-    (each spring once, into scratch; the default) with its forward and backward passes fused or a launch per step
-    (a GPU's), and the phased step with its scratch recomputed in the backward pass instead of kept. The item-wise
+    """Every schedule gives the item-wise referee's (tests/itemwise_mass_spring.py) loss, trajectory and gradients in
+    every group, unrolled and checkpointed, with a Custom loss term too, to 1e-12: the item-wise step one launch per
+    step, the phased step (each spring once, into scratch) with its forward and backward passes fused or a launch per
+    step (a GPU's), and the phased step with its scratch recomputed in the backward pass instead of kept. The item-wise
     gradients are Taichi's reverse mode, the phased ones the hand-written reverses; the backward passes may sum in
     other orders."""
-    reference = schedule_results(functools.partial(MassSpring, schedule="items"), False)
+    reference = schedule_results(ItemwiseMassSpring, False)
     results = schedule_results(make, per_step)
     for key in reference:
         np.testing.assert_allclose(results[key], reference[key], rtol=1e-12,
@@ -273,7 +276,7 @@ def test_recomputed_scratch_does_not_grow_with_the_horizon():
     widths = {}
     for cls in (MassSpring, RecomputedSprings):
         for T in (10, 40):
-            sim = cls(horizon=T, robot="worm", schedule="phased")
+            sim = cls(horizon=T, robot="worm")
             sim.gradient(tisim.losses.TerminalSum(mean_x_weights(sim)))
             widths[cls.__name__, T] = sim._scratch(T).shape[1]
     sizes = MassSpring(horizon=1, robot="worm").sizes
@@ -282,24 +285,27 @@ def test_recomputed_scratch_does_not_grow_with_the_horizon():
     assert widths["RecomputedSprings", 10] == widths["RecomputedSprings", 40] == step
 
 
-@pytest.mark.parametrize("values, message", [
-    (dict(schedule="gather"), r"schedule must be one of \['items', 'phased'\], got 'gather'"),
-    (dict(schedule="phase"), "Perhaps you meant 'phased'"),
-])
-def test_bad_schedule(values, message):
-    with pytest.raises(ValueError, match=message):
-        MassSpring(horizon=2, robot="worm", **values)
+def test_the_step_is_two_phases_with_hand_written_reverses():
+    """MassSpring's step is its springs then its particles, each with a hand-written reverse, so that on a CPU the
+    backward pass is one launch; a keyword for another form of the step is refused by name."""
+    sim = MassSpring(horizon=2, robot="worm")
+    assert [(p.name, p.kind, p.size) for p in sim.model.phases] == [
+        ("springs", "reverse", sim.sizes["n_springs"]), ("particles", "reverse", sim.sizes["n_particles"])]
+    assert sim.model.fused_reverse
+    with pytest.raises(ValueError, match="unknown keyword 'schedule'"):
+        MassSpring(horizon=2, robot="worm", schedule="items")
 
 
-def test_schedule_applies_only_to_systems_with_two_forms():
-    with pytest.raises(ValueError, match="Pendulum: schedule applies to systems with both PHASES and ITEMS"):
-        tisim.systems.Pendulum(horizon=2, schedule="phased")
+class EarlierReverseNames(MassSpring):
+    REVERSES = {}
+    ADJOINTS = MassSpring.REVERSES
 
 
-def test_default_schedule_is_phased():
-    """The phased form, with its fused forward pass and hand-written reverses, is the faster on a CPU too
-    (benchmarks/peers.py measures both) and the default."""
-    assert MassSpring(horizon=2, robot="worm").options["schedule"] == "phased"
+def test_reverses_declared_under_their_earlier_name_warn_and_still_run():
+    """ADJOINTS, the earlier name of REVERSES, warns and still gives the phases their hand-written reverses."""
+    with pytest.warns(DeprecationWarning, match="ADJOINTS is now REVERSES"):
+        sim = EarlierReverseNames(horizon=2, robot="worm")
+    assert [p.kind for p in sim.model.phases] == ["reverse", "reverse"] and sim.model.fused_reverse
 
 
 @pytest.mark.parametrize("ratio, expected", [(0.5, 0.5), (1.0, 0.0), (2.0, -1.0)])

@@ -11,6 +11,8 @@ import tisim
 from tisim.robots import Robot, cloth, from_cells
 from tisim.systems.mass_spring import MassSpring, mean_x_weights
 
+from itemwise_mass_spring import ItemwiseMassSpring
+
 
 def numpy_rollout(sim, robot):
     """The rollout of the module docstring's equations in numpy, from the simulator's parameters, initial state and
@@ -90,13 +92,13 @@ def actuated_block(bottom=0.01):
                       bottom=bottom)
 
 
-@pytest.mark.parametrize("schedule", ["items", "phased"])
+@pytest.mark.parametrize("system", [ItemwiseMassSpring, MassSpring], ids=["items", "phased"])
 @pytest.mark.parametrize("softness", [0.0, 0.002])
-def test_cloth_against_numpy(schedule, softness):
+def test_cloth_against_numpy(system, softness):
     """A cloth pinned at its corners falls onto a sphere, a box and the floor: every position of the rollout equals
-    the numpy implementation to 1e-10 m, with hard and soft contact, on both schedules."""
+    the numpy implementation to 1e-10 m, with hard and soft contact, phased and item-wise."""
     robot = draped_cloth()
-    sim = MassSpring(horizon=300, robot=robot, spheres=[SPHERE], boxes=[BOX], schedule=schedule, softness=softness,
+    sim = system(horizon=300, robot=robot, spheres=[SPHERE], boxes=[BOX], softness=softness,
                      mu=0.4, eps=0.02)
     traj = sim.rollout()["pos"][0]
     reference = numpy_rollout(sim, robot)
@@ -367,7 +369,7 @@ def everything(cls, softness):
     actuators = [[s + len(sheet.springs) for s in group] for group in block.actuators]
     robot = Robot("everything", particles, springs, actuators, pinned=sheet.pinned)
     sim = cls(horizon=100, robot=robot, spheres=[((0.38, 0.1, 0.4), 0.08)], boxes=[((0.5, 0.05, 0.3),
-              (0.06, 0.05, 0.06))], softness=softness, drag=0.02, mu=0.4, eps=0.05, schedule="phased")
+              (0.06, 0.05, 0.06))], softness=softness, drag=0.02, mu=0.4, eps=0.05)
     n = len(particles)
     sim.set_initial_state(pos=particles + rng.normal(0.0, 1e-3, (n, 3)),
                           vel=rng.normal(0.0, 0.3, (n, 3)) + [0.0, -0.8, 0.0])

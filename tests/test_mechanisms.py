@@ -121,7 +121,7 @@ def test_forward_mode_keeps_nothing_per_step_on_a_long_horizon():
 
 
 @pytest.mark.parametrize("make", [lambda: MassSpring(horizon=5, robot=grid(2, 2)),
-                                  lambda: MassSpring(horizon=5, robot=grid(2, 2), schedule="phased"),
+                                  lambda: MassSpring(horizon=5, robot=grid(2, 2)),
                                   lambda: tisim.systems.Rigid2D(horizon=5),
                                   lambda: tisim.systems.ResidualPendulum(horizon=5, hidden=3),
                                   lambda: tisim.systems.StiffChain(horizon=5, n=2)],

@@ -2,10 +2,11 @@
 import numpy as np
 import pytest
 import taichi as ti
-from conftest import load_demo
 
 import tisim
 from tisim.nn import MLP
+
+from conftest import load_demo
 
 LAYERS = [(3, 5, 2), (2, 1), (3, 4, 4, 1)]
 NETWORKS = {sizes: MLP(sizes) for sizes in LAYERS}  # kernels compile per network object: made once

@@ -102,7 +102,8 @@ def test_imports_point_one_way():
     """No import circle among tisim's modules; an import inside a function counts too. Only a package and its own
     modules may import each other (its __init__ gathers them)."""
     graph = tisim_imports()
-    assert {"tisim.core.engine", "tisim.autodiff.checkpointing", "tisim.core.runtime", "tisim.core.launch"} <= set(graph)
+    assert {"tisim.core.engine", "tisim.autodiff.checkpointing", "tisim.core.runtime",
+            "tisim.core.launch"} <= set(graph)
     assert "tisim.core.engine" in graph["tisim.autodiff.checkpointing"]  # the scan sees what it should
 
     def cycle_from(start):

@@ -5,7 +5,6 @@ import types
 import numpy as np
 import pytest
 import taichi as ti
-from conftest import TEST_SETTINGS
 from taichi.lang import impl
 
 import tisim
@@ -13,6 +12,8 @@ from tisim.core import runtime
 from tisim.core.launch import _BoundCall
 from tisim.robots import Robot
 from tisim.systems import Linear, MassSpring, ScalarLinear
+
+from conftest import TEST_SETTINGS
 
 
 def test_init_is_idempotent():

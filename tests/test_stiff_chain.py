@@ -1,11 +1,12 @@
 """StiffChain: implicit Euler by Newton against numpy, its physics, and its gradients, implicit and unrolled."""
 import numpy as np
 import pytest
-from conftest import load_demo
 
 import tisim
 from tisim.systems import StiffChain
-from tisim.systems.stiff_chain import energy
+from tisim.systems.stiff_chain import NEWTON_STEPS, energy
+
+from conftest import load_demo
 
 N = 3
 STRETCH = [0.0, 0.0, 0.02]  # the last mass pulled 2 cm down: spring 2 starts 2 cm long, deep in its hardening range
@@ -216,14 +217,14 @@ def test_implicit_and_unrolled_agree_when_newton_has_converged():
     iterate before the last step is not converged, they differ by more than 1e-4: the implicit one does not follow
     the iterations (if the detach let derivatives through, the two would coincide)."""
     worst = {}
-    for steps in (StiffChain.NEWTON_STEPS_DEFAULT, 2):
+    for steps in (NEWTON_STEPS, 2):
         grads = {}
         for name in StiffChain.OPTIONS["solver_gradient"]:
             sim, loss = gradient_problem(name, steps)
             grads[name] = flat(sim.gradient(loss))
         worst[steps] = {group: relative_difference(grads["implicit"][group], grads["unrolled"][group])
                         for group in grads["implicit"]}
-    assert max(worst[StiffChain.NEWTON_STEPS_DEFAULT].values()) < 1e-8, worst
+    assert max(worst[NEWTON_STEPS].values()) < 1e-8, worst
     assert max(worst[2].values()) > 1e-4, worst
 
 
@@ -247,7 +248,7 @@ def test_implicit_gradient_is_the_implicit_function_theorem(newton_steps):
     np.testing.assert_allclose(params, reference[0], rtol=1e-9, atol=1e-9 * np.abs(reference[0]).max())
     np.testing.assert_allclose(g.initial_state["x"][0], reference[1], rtol=1e-9, atol=1e-9 * np.abs(reference[1]).max())
     np.testing.assert_allclose(g.initial_state["v"][0], reference[2], rtol=1e-9, atol=1e-9 * np.abs(reference[2]).max())
-    if newton_steps == StiffChain.NEWTON_STEPS_DEFAULT:  # converged: also the derivative of the exact solution
+    if newton_steps == NEWTON_STEPS:  # converged: also the derivative of the exact solution
         exact = implicit_gradient_reference(np.array(STRETCH), v0, np.zeros((T, N)), p, 0.01, 30, target)
         np.testing.assert_allclose(params, exact[0], rtol=1e-9, atol=1e-9 * np.abs(exact[0]).max())
     if newton_steps == 2:
@@ -273,5 +274,5 @@ def test_demo_runs_and_its_numbers_agree(tmp_path):
         assert np.abs(cd).max() > 0
         error = {name: np.abs(rows[name] - cd).max() / np.abs(cd).max() for name in ("implicit", "unrolled")}
         assert error["unrolled"] < 1e-6, (steps, error)
-        assert (error["implicit"] < 1e-6) == (steps == StiffChain.NEWTON_STEPS_DEFAULT), (steps, error)
+        assert (error["implicit"] < 1e-6) == (steps == NEWTON_STEPS), (steps, error)
     assert (tmp_path / "implicit_step.png").stat().st_size > 10_000

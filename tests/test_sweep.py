@@ -1,5 +1,5 @@
-"""Sweeps (tisim/optim/sweep.py): every backend gives the serial results bit for bit in deterministic mode; failed jobs are
-reported and do not stop the others; killed workers are retried; an interrupted sweep resumes from its folder; and a
+"""Sweeps (tisim/optim/sweep.py): every backend gives the serial results bit for bit in deterministic mode; failed jobs
+are reported and do not stop the others; killed workers are retried; an interrupted sweep resumes from its folder; and a
 real two-node Ray cluster on this machine finishes a sweep in which one of its workers was killed mid-job."""
 import os
 import pathlib
@@ -15,9 +15,10 @@ import time
 
 import numpy as np
 import pytest
-import sweep_driver
 
 from tisim import sweep
+
+import sweep_driver
 
 DRIVER = pathlib.Path(sweep_driver.__file__)
 JOBS = 8

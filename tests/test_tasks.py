@@ -2,11 +2,12 @@
 
 import numpy as np
 import pytest
-from conftest import load_demo
 
 import tisim
 from tisim.losses import Effort, TerminalTarget, Tracking
 from tisim.tasks import identify, optimize_actions, receding_horizon
+
+from conftest import load_demo
 
 
 @pytest.mark.perturbed
@@ -45,9 +46,9 @@ def test_identify_recovers_cartpole_parameters_from_noiseless_data():
 
 
 @pytest.mark.perturbed
-def test_identify_from_noisy_recordings():
+def test_identify_from_noisy_recordings(tmp_path):
     """The committed noisy recordings (sigma 1 mm / 1 mrad) give every parameter within 1%."""
-    results = load_demo("sysid").main(["--iterations", "600"])
+    results = load_demo("sysid").main(["--iterations", "600", "--out", str(tmp_path)])
     for name, run in results.items():
         for k, value in run["fitted"].items():
             assert value == pytest.approx(run["true"][k], rel=0.01), (name, k)

@@ -2,17 +2,19 @@
 
 The rest of the suite runs on one thread (bitwise reproducible); `make test` runs the engine, gradient and mechanism
 tests a second time on two (TISIM_TEST_THREADS=2). On two threads a batch runs in parallel only where the engine
-does not serialize it (tisim.core.trajectory.is_small) and where Taichi splits it: its CPU range loop hands out blocks of 512
-iterations (measured, Taichi 1.7.4), so batches of up to 512 still run on one thread. The batches here are larger.
+does not serialize it (tisim.core.trajectory.is_small) and where Taichi splits it: its CPU range loop hands out
+blocks of max(512, n / threads) iterations (docs/taichi_pitfalls.md#cpu-loop-blocks), so batches of up to 512 still run
+on one thread. The batches here are larger.
 """
 import numpy as np
 import pytest
-from conftest import TEST_SETTINGS
 
 import tisim
 from tisim.systems.mass_spring import MassSpring, mean_x_weights
 
-CARTPOLE_BATCH = 1100  # three blocks of 512: both threads work
+from conftest import TEST_SETTINGS
+
+CARTPOLE_BATCH = 1100  # two blocks of 550 on two threads: both threads work
 SOFT_BODY_HORIZON = 120  # 4 x 121 steps x 48 entries: above the engine's serialization threshold
 TWO_THREADS = dict(TEST_SETTINGS, deterministic=False, threads=2)
 
@@ -42,7 +44,8 @@ def soft_body_case(method):
             "initial_state.pos": g.initial_state["pos"], "actions": g.actions}
 
 
-CASES = {f"cartpole-{m}": (cartpole_case, m) for m in ("unrolled", "checkpointed", "forward_mode", "continuous_adjoint")}
+CASES = {f"cartpole-{m}": (cartpole_case, m)
+         for m in ("unrolled", "checkpointed", "forward_mode", "continuous_adjoint")}
 CASES.update({f"soft-body-{m}": (soft_body_case, m) for m in ("unrolled", "checkpointed")})
 
 

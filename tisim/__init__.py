@@ -25,7 +25,7 @@ from tisim.autodiff.gradient_check import gradcheck
 from tisim.core import losses
 from tisim.core.derivatives import Gradient, Jacobian, NonFiniteError
 from tisim.core.engine import System
-from tisim.core.quantities import Quantity
+from tisim.core.quantities import Quantity, Scratch, Size
 from tisim.core.runtime import init
 
 __version__ = "0.1.0"
@@ -68,8 +68,12 @@ if not any(isinstance(finder, _FlatNames) for finder in sys.meta_path):
     sys.meta_path.append(_FlatNames())
 
 
+# the layer packages and tisim.testing, also loaded on first use
+SUBPACKAGES = ("autodiff", "core", "learn", "optim", "physics", "testing", "viz")
+
+
 def __getattr__(name):
-    if name in FLAT_NAMES:
+    if name in FLAT_NAMES or name in SUBPACKAGES:
         return importlib.import_module(f"tisim.{name}")
     raise AttributeError(f"module 'tisim' has no attribute {name!r}")
 
@@ -79,6 +83,8 @@ __all__ = [
     "Jacobian",
     "NonFiniteError",
     "Quantity",
+    "Scratch",
+    "Size",
     "System",
     "gradcheck",
     "init",

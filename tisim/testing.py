@@ -119,7 +119,7 @@ def check_system(cls, *, keywords=None, horizon=6, batch=2, seed=0, debug=True, 
         agreement/<variant>   1e-12      max over entries of |g - g_ref| / (max |g_ref| + |g_ref|), g the flat
                                          gradient: the checkpointed mechanism (2 segments), a second simulator of the
                                          same problem, one launch per step (a GPU's schedule: item-wise and phased
-                                         steps), each `schedule` of a system with two
+                                         steps)
         gradient/<group>      1e-5       worst relative error of dL/d(params, initial_state, actions) against float64
                                          central differences, Richardson-extrapolated, step 1e-5, 6 entries per group
         adjoint               1e-12      as agreement, for lambda_t (t = 1, T - 1) against dL/dx_0 of the rollout
@@ -128,8 +128,6 @@ def check_system(cls, *, keywords=None, horizon=6, batch=2, seed=0, debug=True, 
                                          batch-1 simulator of that element's inputs
         debug                 1e-12      as agreement, for the gradient in Taichi's debug mode (bounds checks; assigned
                                          scratch and a next state that is set are filled with NaN first)
-
-    A system with both forms of its step gets the gradient checks once per schedule (gradient[schedule=items]/...).
 
     keywords: constructor keywords for every simulator it makes (structure sizes, options, parameter and state
     values), e.g. {"n": 3} for a smaller body or {"contact": "qp"} to check another law.
@@ -141,8 +139,6 @@ def check_system(cls, *, keywords=None, horizon=6, batch=2, seed=0, debug=True, 
     if not (isinstance(cls, type) and issubclass(cls, System)) or cls is System:
         raise TypeError(f"check_system: cls must be a subclass of tisim.System, got {cls!r}")
     keywords = dict(keywords or {})
-    if "schedule" in keywords:
-        raise ValueError("check_system: keywords must not set schedule; every schedule of the step is checked")
     start = time.perf_counter()
     report = SystemReport(cls.__name__)
     entry = runtime.current()
@@ -206,35 +202,27 @@ def _run(cls, report, keywords, horizon, batch, seed, debug, units, settings):
         return  # the checks below compare against this rollout's gradient
     ref, scale = state["reference"], np.abs(state["reference"]).max()
 
-    # every schedule: its own simulator, once fused and once a launch per step; the default one's serves gradcheck
-    sims = {}
+    # a second simulator of the same problem, fused and, where the step has items or phases, a launch per step
     variants = {"checkpointed": lambda: _flat(state["sim"].gradient(state["loss"], method="checkpointed",
                                                                     segments=2))}
-    for schedule in _schedules(cls):
-        for per_step in (False, True):
-            if per_step and not (cls.ITEMS or state["sim"].phases):
-                continue
-            name = ", ".join(filter(None, [schedule and f"schedule={schedule}",
-                                           "one launch per step" if per_step else ""])) or "same problem"
+    for per_step in (False, True):
+        if per_step and not (cls.ITEMS or state["sim"].phases):
+            continue
 
-            def variant(schedule=schedule, per_step=per_step):
-                other, loss = _problem(cls, keywords, horizon, batch, seed, schedule)
-                _set_per_step(other, per_step)
-                if not per_step:
-                    sims[schedule] = other, loss
-                return _flat(other.gradient(loss))
-            variants[name] = variant
+        def variant(per_step=per_step):
+            other, loss = _problem(cls, keywords, horizon, batch, seed)
+            _set_per_step(other, per_step)
+            return _flat(other.gradient(loss))
+        variants["one launch per step" if per_step else "same problem"] = variant
     for name, compute in variants.items():
         check(f"agreement/{name}", AGREEMENT_TOLERANCE, lambda compute=compute: (_disagreement(compute(), ref), ""))
 
-    for schedule in _schedules(cls):
-        sim, loss = sims.get(schedule) or (state["sim"], state["loss"])
-        label = f"gradient[schedule={schedule}]" if schedule else "gradient"
-        for group in GROUPS:
-            def differences(group=group, sim=sim, loss=loss):
-                result = gradcheck(sim, loss, groups=(group,), step=STEP, max_entries=ENTRIES, extrapolate=True)
-                return result.worst, f"worst at {result[group].worst_entry}\n{result}"
-            check(f"{label}/{group}", GRADIENT_TOLERANCE, differences)
+    for group in GROUPS:
+        def differences(group=group):
+            result = gradcheck(state["sim"], state["loss"], groups=(group,), step=STEP, max_entries=ENTRIES,
+                               extrapolate=True)
+            return result.worst, f"worst at {result[group].worst_entry}\n{result}"
+        check(f"gradient/{group}", GRADIENT_TOLERANCE, differences)
 
     check("adjoint", AGREEMENT_TOLERANCE, lambda: _adjoint_error(cls, keywords, state))
     check("batch_independence", AGREEMENT_TOLERANCE,
@@ -252,20 +240,15 @@ def _count(problems):
 
 
 # ---- the problem ---------------------------------------------------------------------------------------------------
-def _schedules(cls):
-    """The `schedule` keyword values of a system with both forms of its step; [None] for one form."""
-    return ["items", "phased"] if cls.PHASES and cls.ITEMS else [None]
-
-
 def _inside(interval, values):
     """values moved 1e-3 inside the interval's bounds (infinite bounds leave them be)."""
     return np.clip(values, interval.low + 1e-3, interval.high - 1e-3)
 
 
-def _problem(cls, keywords, horizon, batch, seed, schedule=None):
+def _problem(cls, keywords, horizon, batch, seed):
     """A small simulator of `cls` with nearby random inputs, and a loss that touches every state and the actions."""
     rng = np.random.default_rng(seed)
-    sim = cls(horizon=horizon, batch=batch, **keywords, **({"schedule": schedule} if schedule else {}))
+    sim = cls(horizon=horizon, batch=batch, **keywords)
     start = sim.initial_state
     intervals = {q.name: q.interval for q in cls.STATE}
     sim.set_initial_state(**{k: _inside(intervals[k], v + 0.01 * rng.normal(size=v.shape)) for k, v in start.items()})
@@ -294,11 +277,7 @@ def _disagreement(values, reference, scale=None):
 
 def _set_per_step(simulator, on):
     """Run a simulator on a GPU's schedule, one launch per step (on), or the fused one where the device allows."""
-    protocol = Protocol.of(simulator)
-    if isinstance(getattr(type(protocol), "per_step", None), property):
-        protocol.per_step = on
-    else:  # the engine's own switch (tests set it the same way), where the protocol does not offer one
-        simulator._per_step = bool(on)
+    Protocol.of(simulator).per_step = on
 
 
 # ---- the checks ----------------------------------------------------------------------------------------------------

@@ -10,56 +10,22 @@ same order); custom losses that touch theta may differ in the last bits.
 
 A loss term is evaluated on the segment that holds its step: the built-in losses and ``Custom`` functions that read
 step t only. The per-step adjoint is not kept (that is the point), so ``Gradient.adjoint`` is unavailable.
+
+The segments themselves (their buffers, running one from its kept state, the non-finite check) are
+tisim/core/segments.py's, shared with the long forward runs of ``System.rollout``.
 """
 import math
 
 import numpy as np
 import taichi as ti
 
-from tisim.core import runtime
-from tisim.core.derivatives import Gradient, NonFiniteError, nonfinite_rollout
+from tisim.core.derivatives import Gradient, NonFiniteError
 from tisim.core.engine import mechanism
 from tisim.core.protocol import Protocol
-from tisim.core.trajectory import download, finish, is_small
+from tisim.core.segments import Segments, check_finite, keep_initial, keep_state, run_segment
+from tisim.core.trajectory import download
 
 MIN_SEGMENT_WORK = 2_000  # state entries x steps a default segment holds at least
-
-
-@ti.kernel
-def _load_segment(checkpoints: ti.types.ndarray(ndim=3), k: ti.i32, xs: ti.types.ndarray(ndim=3),
-                  xs_grad: ti.types.ndarray(ndim=3), u: ti.types.ndarray(ndim=3), t0: ti.i32, n: ti.i32,
-                  us: ti.types.ndarray(ndim=3), us_grad: ti.types.ndarray(ndim=3), serial: ti.template()):
-    # the segment starts from its checkpoint; later steps start from zero (steps accumulate with +=)
-    ti.loop_config(serialize=serial)
-    for b in range(xs.shape[0]):
-        for j in range(xs.shape[2]):
-            xs[b, 0, j] = checkpoints[b, k, j]
-            xs_grad[b, 0, j] = 0.0
-        for t in range(1, xs.shape[1]):
-            for j in range(xs.shape[2]):
-                xs[b, t, j] = 0.0
-                xs_grad[b, t, j] = 0.0
-        for t in range(us.shape[1]):
-            for a in range(us.shape[2]):
-                us[b, t, a] = u[b, t0 + t, a] if t < n else 0.0
-                us_grad[b, t, a] = 0.0
-
-
-@ti.kernel
-def _keep_state(xs: ti.types.ndarray(ndim=3), n: ti.i32, checkpoints: ti.types.ndarray(ndim=3), k: ti.i32,
-                serial: ti.template()):
-    ti.loop_config(serialize=serial)
-    for b in range(xs.shape[0]):
-        for j in range(xs.shape[2]):
-            checkpoints[b, k, j] = xs[b, n, j]
-
-
-@ti.kernel
-def _keep_initial(x0: ti.types.ndarray(ndim=2), checkpoints: ti.types.ndarray(ndim=3), serial: ti.template()):
-    ti.loop_config(serialize=serial)
-    for b in range(x0.shape[0]):
-        for j in range(x0.shape[1]):
-            checkpoints[b, 0, j] = x0[b, j]
 
 
 @ti.kernel
@@ -81,24 +47,6 @@ def _carry_back(xs_grad: ti.types.ndarray(ndim=3), lam: ti.types.ndarray(ndim=2)
         for t in range(n):
             for a in range(us_grad.shape[2]):
                 u_grad[b, t0 + t, a] = us_grad[b, t, a]
-
-
-class Segments:
-    """Buffers for one segment length L: a segment's states and actions (with gradients), the checkpoints."""
-
-    def __init__(self, sim, length):
-        real, B, S = runtime.real(), sim.B, sim.state_layout.size
-        self.length = length
-        self.count = math.ceil(sim.T / length)
-        self.xs = ti.ndarray(real, (B, length + 1, S), needs_grad=True)
-        self.us = ti.ndarray(real, (B, length, sim.action_layout.size), needs_grad=True)
-        self.checkpoints = ti.ndarray(real, (B, self.count + 1, S))
-        self.lam = ti.ndarray(real, (B, S))
-        self.serial = is_small(B * (length + 1) * S, B)
-
-    def span(self, k, T):
-        """(t0, number of steps) of segment k."""
-        return k * self.length, min(self.length, T - k * self.length)
 
 
 def segment_length(T, segments, state_entries=1):
@@ -134,12 +82,12 @@ def forward_sweep(sim, loss, segments):
     p.begin_pass()
     b = buffers
     sim.loss.fill(0)
-    p.launch(_keep_initial, sim.x0, b.checkpoints, b.serial)
+    p.launch(keep_initial, sim.x0, b.checkpoints, b.serial)
     for k in range(b.count):
         t0, n = b.span(k, sim.T)
-        _run_segment(sim, b, windows[k], k, t0, n)
-        p.launch(_keep_state, b.xs, n, b.checkpoints, k + 1, b.serial)
-        per_batch = _check_finite(sim, b, t0, n)
+        run_segment(sim, b, windows[k], k, t0, n)
+        p.launch(keep_state, b.xs, n, b.checkpoints, k + 1, b.serial)
+        per_batch = check_finite(sim, b, t0, n)
     if not np.all(np.isfinite(per_batch)):
         raise NonFiniteError(f"{type(sim).__name__}: the loss is non-finite: {per_batch}")
     return buffers, windows, per_batch
@@ -155,7 +103,7 @@ def checkpointed_gradient(sim, loss, segments=None):
     b.lam.fill(0)
     for k in reversed(range(b.count)):  # backward sweep: recompute the segment, differentiate it
         t0, n = b.span(k, sim.T)
-        _run_segment(sim, b, None, k, t0, n)
+        run_segment(sim, b, None, k, t0, n)
         p.launch(_seed_end, b.xs.grad, n, b.lam, b.serial)
         windows[k].backward(b.xs, sim.theta, b.us, sim.loss, b.serial, p.launch)
         p.steps(b.xs, b.us, 0, n, b.serial, grad=True)
@@ -165,22 +113,3 @@ def checkpointed_gradient(sim, loss, segments=None):
         initial_state=sim.state_layout.unpack(download(b.lam))), "the backward pass",
         "the per-step adjoint is not kept by method='checkpointed'; use method='unrolled'")
 
-
-def _run_segment(sim, b, window, k, t0, n):
-    p = Protocol.of(sim)
-    p.launch(_load_segment, b.checkpoints, k, b.xs, b.xs.grad, sim.u, t0, n, b.us, b.us.grad, b.serial)
-    p.steps(b.xs, b.us, 0, n, b.serial)
-    if window is not None:
-        window.forward(b.xs, sim.theta, b.us, sim.loss, b.serial, p.launch)
-
-
-def _check_finite(sim, b, t0, n):
-    """Raises NonFiniteError at the first bad step of segment [t0, t0 + n]; returns the loss summed so far (B,)."""
-    p = Protocol.of(sim)
-    p.launch(finish, b.xs, sim.loss, p.status, b.serial)
-    status = p.status.astype(np.float64)
-    first = status[:, 1]
-    if np.any(first <= n):
-        batch = int(np.argmin(first))
-        raise nonfinite_rollout(sim, t0 + int(first[batch]), batch, download(b.xs)[batch, int(first[batch])])
-    return status[:, 0]

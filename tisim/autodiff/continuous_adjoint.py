@@ -7,7 +7,7 @@ continuous adjoint differentiates the ODE instead, and only then discretizes:
     dJ/da_k = integral over step k of (dF/da)^T lambda dt,           dJ/dx_0 = lambda(0),
 
 where lambda jumps by dL/dx_t at every step t where the loss looks at the state. Both approximate the derivative of
-the continuous-time problem; they differ from each other by O(dt) and agree as dt -> 0 (tests/test_adjoint.py,
+the continuous-time problem; they differ from each other by O(dt) and agree as dt -> 0 (tests/test_mechanisms.py,
 demos/adjoint_gap.py). The discrete one is what an optimizer of the discrete rollout needs; the continuous one
 needs nothing of the integrator but the vector field F, and its accuracy is set by the backward integration.
 
@@ -21,11 +21,12 @@ much slower than the discrete gradient on these small systems (see demos/adjoint
 import numpy as np
 import taichi as ti
 
+from tisim.autodiff.checkpointing import _carry_back, forward_sweep
 from tisim.core import runtime
-from tisim.autodiff.checkpointing import _carry_back, _run_segment, forward_sweep
 from tisim.core.derivatives import Gradient, NonFiniteError
 from tisim.core.engine import mechanism
 from tisim.core.protocol import Protocol
+from tisim.core.segments import run_segment
 from tisim.core.trajectory import copy2, download, is_small
 
 RK4_WEIGHTS = (1 / 6, 1 / 3, 1 / 3, 1 / 6)
@@ -87,7 +88,7 @@ def adjoint_gradient(sim, loss, segments=None):
     lam = np.zeros((sim.B, sim.state_layout.size))
     for k in reversed(range(b.count)):
         t0, n = b.span(k, sim.T)
-        _run_segment(sim, b, None, k, t0, n)  # the segment's states again, from its checkpoint
+        run_segment(sim, b, None, k, t0, n)  # the segment's states again, from its checkpoint
         windows[k].backward(b.xs, sim.theta, b.us, sim.loss, b.serial)  # the loss's own derivatives: the jumps
         _carry_back(b.xs.grad, b.lam, b.us.grad, t0, n, sim.u.grad, b.serial)
         states, jumps = download(b.xs), download(b.xs.grad)

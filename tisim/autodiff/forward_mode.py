@@ -24,11 +24,12 @@ from dataclasses import dataclass
 import numpy as np
 import taichi as ti
 
+from tisim.autodiff.checkpointing import segment_windows
 from tisim.core import runtime
-from tisim.autodiff.checkpointing import Segments, _check_finite, segment_windows
 from tisim.core.derivatives import Gradient, NonFiniteError
 from tisim.core.engine import mechanism
 from tisim.core.protocol import Protocol
+from tisim.core.segments import Segments, check_finite
 from tisim.core.trajectory import copy, download, is_small
 
 BUFFER_ENTRIES = 1 << 16  # state entries (B x S x steps) one segment buffer holds, at most
@@ -163,8 +164,8 @@ class _Pass:
     @classmethod
     def of(cls, sim):
         if sim.phases:  # its scratch would need dual numbers too; forward mode steps run on Taichi fields
-            raise NotImplementedError(f"forward mode: {type(sim).__name__}'s step is phased (tisim/core/phases.py), which "
-                                      "forward mode does not run; use method='unrolled' or 'checkpointed'")
+            raise NotImplementedError(f"forward mode: {type(sim).__name__}'s step is phased (tisim/core/phases.py), "
+                                      "which forward mode does not run; use method='unrolled' or 'checkpointed'")
         p = Protocol.of(sim)
         p.begin_pass()
         return p.buffers("forward mode", lambda: cls(sim))
@@ -198,7 +199,7 @@ class _Pass:
                             self.state, self.tangent, self.serial)
             if windows is not None:
                 windows[k].forward(seg.xs, sim.theta, seg.us, sim.loss, self.serial)
-            per_batch = _check_finite(sim, seg, t0, n)
+            per_batch = check_finite(sim, seg, t0, n)
             if windows is not None:
                 windows[k].backward(seg.xs, sim.theta, seg.us, sim.loss, self.serial)
                 _dot_segment(seg.xs.grad, self.dxs, seg.us.grad, self.du, t0, n, self.derivative, self.serial)

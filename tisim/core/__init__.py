@@ -8,6 +8,8 @@
     losses       losses on a rollout, evaluated by Taichi kernels the backward pass differentiates
     derivatives  Gradient and Jacobian records, NonFiniteError
     trajectory   the per-step arrays' housekeeping kernels
+    segments     a rollout in segments through a small buffer: checkpoints, long runs that keep every k-th state
+    memory       what a simulator's arrays will need, checked before anything is allocated
     launch       kernel calls whose arguments are bound once
     protocol     what the gradient mechanisms may use of a simulator
     runtime      the one place that calls ti.init

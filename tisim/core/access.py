@@ -8,10 +8,10 @@ dimension its shapes allow, with no offset arithmetic.
 
 Steps never store into the next state themselves: ``advance`` accumulates into it. The engine zeroes x[t+1] before
 the step, and a plain store there would give the same rollout but erase the adjoint that the backward pass has left
-in x.grad[t+1] (docs/taichi_pitfalls.md#plain-stores: a second write must be +=). Two stores are allowed where that cannot happen:
-``assign`` sets an entry of assigned scratch, written once a step by one item (Scratch(assigned=True); nothing
-has reached it to erase when it is written), and ``set_next`` sets the next state from the FUSED form of the last
-phase, which is never differentiated (tisim/core/phases.py).
+in x.grad[t+1] (docs/taichi_pitfalls.md#plain-stores: a second write must be +=). Two stores are allowed where that
+cannot happen: ``assign`` sets an entry of assigned scratch, written once a step by one item (Scratch(assigned=True);
+nothing has reached it to erase when it is written), and ``set_next`` sets the next state from the FUSED form of the
+last phase, which is never differentiated (tisim/core/phases.py).
 """
 import numpy as np
 import taichi as ti

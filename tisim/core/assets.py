@@ -4,11 +4,25 @@
 -> assets/robots/quadruped.json), and returns its object after checking that it is one, that the required fields are
 there and that no other fields are. Every failure is a ValueError (FileNotFoundError for a missing file) naming the
 file and what is wrong with it; the caller checks the fields' values.
+
+The files are package data of tisim: ``ASSETS`` is the folder tisim/assets inside the installed package (a wheel
+carries the files there), which in a checkout is a link to the repository's top-level assets/.
 """
+import importlib.resources
 import json
 import pathlib
 
-ASSETS = pathlib.Path(__file__).resolve().parents[2] / "assets"
+
+def _folder():
+    """tisim/assets through the package; a checkout whose link to ../assets was not made falls back to that
+    folder."""
+    packaged = pathlib.Path(str(importlib.resources.files("tisim") / "assets"))
+    if packaged.is_dir():
+        return packaged
+    return pathlib.Path(__file__).resolve().parents[2] / "assets"
+
+
+ASSETS = _folder()
 
 
 def read(path, kind, folder, required, optional=()):

@@ -22,9 +22,10 @@ from tisim.core import runtime
 from tisim.core.derivatives import Gradient, NonFiniteError, nonfinite_rollout
 from tisim.core.launch import Launches
 from tisim.core.losses import _Bound
-from tisim.core.model import Model, check_count, check_dt, model_of, structure
+from tisim.core.memory import CONSTRUCTION, TRAJECTORY, check_memory, plan_memory
+from tisim.core.model import Model, check_run, model_of, structure
 from tisim.core.phases import Scratchpad
-from tisim.core.quantities import near_miss
+from tisim.core.quantities import near_miss, sizes_of
 from tisim.core.trajectory import begin, copy, copy2, copy3, copy_step, download, finish, host_view, is_small
 
 METHODS = ("unrolled", "checkpointed", "forward_mode", "continuous_adjoint")
@@ -37,7 +38,8 @@ HOST_BUFFER_ENTRIES = 1 << 16  # largest action gradient read back through a per
 _jitter = None  # while tisim.diagnostics.last_bits is active: moves every input a simulator is given, once validated
 # The mechanisms beyond plain unrolling live in tisim/autodiff/ and register here when tisim is imported, so the engine
 # never imports a layer above it. They use a simulator through tisim/core/protocol.py, which also keeps their buffers.
-_MECHANISMS = {}  # "checkpointed", "forward_mode", "continuous_adjoint": (sim, loss, segments); "jacobian": (sim, wrt, mode)
+# "checkpointed", "forward_mode", "continuous_adjoint": (sim, loss, segments); "jacobian": (sim, wrt, mode)
+_MECHANISMS = {}
 
 
 def mechanism(name):
@@ -58,13 +60,14 @@ class System(Model):
 
     def __init__(self, horizon, batch=1, dt=None, **values):
         name = type(self).__name__
+        check_run(name, horizon, batch, dt)
         sizes, options = structure(type(self), values)
-        check_count(name, "horizon", horizon)
-        check_count(name, "batch", batch)
         dt = self.DT if dt is None else dt
-        check_dt(name, dt)
         self.T, self.B, self.dt = int(horizon), int(batch), float(dt)
         self._describe(sizes, options)
+        self._check_keywords(values)
+        # every array's size is known now: refuse what cannot be allocated or indexed before compiling anything
+        check_memory(self, self.memory_plan(), CONSTRUCTION)
         self.model = model_of(self, sizes, options)
         self._generation = runtime.generation()
         self._allocate()
@@ -75,13 +78,22 @@ class System(Model):
         self._passes = 0  # passes begun (Protocol.passes)
         self._bound_losses = collections.OrderedDict()
         self._last_gradient = lambda: None
-        known = self.param_layout.names + self.state_layout.names + list(self.STRUCTURE)
-        for key in values:
-            if key not in known:
-                raise ValueError(f"{name}: unknown keyword {key!r}; parameters: {self.param_layout.names}, "
-                                 f"states: {self.state_layout.names}." + near_miss(key, known))
         self.set_params(**{k: v for k, v in values.items() if k in self.param_layout.quantities})
         self.set_initial_state(**{k: v for k, v in values.items() if k in self.state_layout.quantities})
+
+    def _check_keywords(self, values):
+        known = self.param_layout.names + self.state_layout.names + list(sizes_of(type(self)))
+        for key in values:
+            if key not in known:
+                raise ValueError(f"{type(self).__name__}: unknown keyword {key!r}; parameters: "
+                                 f"{self.param_layout.names}, states: {self.state_layout.names}."
+                                 + near_miss(key, known))
+
+    def memory_plan(self):
+        """What this simulator's arrays need, without allocating any (tisim/core/memory.py): a MemoryPlan of every
+        array (shape, elements, bytes, device or host, made at construction or by the first pass that keeps every
+        step) and their total; print it for a table."""
+        return plan_memory(self, HOST_BUFFER_ENTRIES)
 
     def _allocate(self):
         real = runtime.real()
@@ -218,6 +230,7 @@ class System(Model):
     def _ensure_trajectory(self):
         # Lazy, so that a simulator differentiated only with method="checkpointed" never holds O(T) states.
         if self.x is None:
+            check_memory(self, self.memory_plan(), TRAJECTORY)
             self.x = ti.ndarray(runtime.real(), (self.B, self.T + 1, self.state_layout.size), needs_grad=True)
 
     def _forward(self, loss=None, grads=False):
@@ -248,8 +261,26 @@ class System(Model):
         return status[:, 0]
 
 
-    def rollout(self):
-        """Run the T steps; returns {state name: array (B, T+1, *shape)}."""
+    def rollout(self, *, final=False, every=None, to=None, chunk=None, progress=None):
+        """Run the T steps; returns {state name: array (B, T+1, *shape)}, every state.
+
+        For long runs, keep less (the steps then run in segments of `chunk` steps through a small buffer, and the
+        memory for states does not grow with T; tisim/core/segments.py):
+            final=True   only x[T]: {name: (B, *shape)}, ready for set_initial_state(**state) to run on.
+            every=k      x[0], x[k], x[2k], ... up to T: {name: (B, T // k + 1, *shape)}.
+            to="a.npy"   writes x[0], x[k], ... (every=k, default 1) to an .npy file as the run goes, and returns
+                         x[T] as final=True does. np.load(path)[name] has the shape (B, rows, *shape); after an
+                         interrupted run the file holds the segments completed (see segments.StateFile).
+            chunk        steps per segment (default: as many as fit a buffer of 2**20 state entries, 10,000 at
+                         most); a file is written once per segment.
+            progress     a progress bar: True, False, or None (the default) for one when the run is expected to
+                         take more than a few seconds.
+        The states are those of the plain rollout bit for bit (deterministic mode), and a state that turns
+        non-finite raises NonFiniteError naming its step, as the plain rollout does."""
+        if final or every is not None or to is not None or chunk is not None or progress is not None:
+            from tisim.core.segments import long_run
+
+            return long_run(self, final=final, every=every, to=to, chunk=chunk, progress=progress)
         self._forward()
         return self.state_layout.unpack(download(self.x))
 
@@ -323,7 +354,8 @@ class System(Model):
         """d x_T / d(wrt); wrt: "params", "initial_state" or "actions".
 
         mode: "reverse" takes one backward pass per final-state entry (S passes), "forward" one forward-mode pass per
-        input entry (tisim/autodiff/forward_mode.py); "auto" (default) picks forward when the inputs are fewer than the outputs."""
+        input entry (tisim/autodiff/forward_mode.py); "auto" (default) picks forward mode when the inputs are fewer
+        than the outputs."""
         if wrt not in GROUPS:
             raise ValueError(f"jacobian: wrt must be one of {list(GROUPS)}, got {wrt!r}."
                              + near_miss(str(wrt), GROUPS))

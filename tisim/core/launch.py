@@ -6,9 +6,9 @@ system's whole rollout. A simulator calls the same kernels on the same arrays at
 every optimizer iteration, so ``Launches`` does that work once per (kernel, arrays) and afterwards only fills the
 scalar arguments (a time step, a segment start) and launches.
 
-On a CPU the launch context itself is kept from call to call (a few microseconds a launch). Taichi's CPU launcher rewrites an
-ndarray argument in the context into a raw pointer at the first launch, but leaves the context's record of it as a
-device allocation, so a second launch of the same context wrote through a wrong pointer ("corrupted size vs.
+On a CPU the launch context itself is kept from call to call (a few microseconds a launch). Taichi's CPU launcher
+rewrites an ndarray argument in the context into a raw pointer at the first launch, but leaves the context's record of
+it as a device allocation, so a second launch of the same context wrote through a wrong pointer ("corrupted size vs.
 prev_size"). Arrays are therefore given to a kept context as raw host pointers, the form the launcher leaves alone.
 On a GPU a fresh context is filled for each launch.
 
@@ -18,7 +18,6 @@ here before a simulator is made turns binding off for it: every call of that sim
 referee the soak test (tests/soak_launch.py, `make stress`) compares against.
 """
 import collections
-import os
 
 import numpy as np
 import taichi as ti

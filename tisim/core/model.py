@@ -20,8 +20,9 @@ import taichi as ti
 from tisim.core import runtime
 from tisim.core.access import Accessors
 from tisim.core.losses import quadratic
-from tisim.core.phases import REVERSE, ScratchLayout, fused_step, phase_list, schedule_option
-from tisim.core.quantities import Layout, near_miss
+from tisim.core.memory import INDEX_LIMIT
+from tisim.core.phases import REVERSE, ScratchLayout, fused_step, phase_list
+from tisim.core.quantities import Layout, near_miss, sizes_of
 from tisim.core.trajectory import clear_row, nonfinite_row, prepare_grads
 
 UNROLLED_STATE = 16  # states up to this many entries are cleared and checked row by row in unrolled code
@@ -33,8 +34,8 @@ class Model(Accessors):
     A system subclasses ``tisim.System`` (which is a Model) and declares, as class attributes:
       1. PARAMS, STATE, ACTION: tuples of ``Quantity`` rows for theta, x and a. ACTION has exactly one row (a scalar or
          a vector); STATE and PARAMS any number.
-      2. DT: the default time step [s]; STRUCTURE: names of integer constructor keywords that fix sizes and appear in
-         shapes (default none; defaults from <NAME>_DEFAULT; each >= 1, or >= <NAME>_MIN where declared);
+      2. DT: the default time step [s]; STRUCTURE: the integer constructor keywords that fix sizes and appear in
+         shapes, each a ``Size(name, default, minimum)`` or a plain name (default 1, at least 1);
          OPTIONS: {keyword: (allowed strings, first = default)} for choices of law, e.g.
          {"contact": ("penalty", "impact")}, read in kernels with ti.static.
     and implements:
@@ -58,7 +59,6 @@ class Model(Accessors):
     instead (tisim/core/phases.py, docs/adding_a_system.md): each phase a @ti.func over one item of its domain, with
     per-step scratch between phases that the engine zeroes (or that items assign), and keeps per step or recomputes
     in the backward pass.
-    A system with both forms (PHASES and ITEMS) takes a `schedule` keyword, "items" or "phased" (default: phased).
 
     A system whose structure goes beyond sizes (which particles each spring joins) implements
       4. ``topology(self)``: {name: value} read by the step as self.<name>. An integer or float numpy array becomes
@@ -68,8 +68,8 @@ class Model(Accessors):
 
     Systems defined by an ODE x' = F(x, a; theta) may also implement
       5. ``rates(self, x, theta, u, b, t, f)``, a ``@ti.func`` that ACCUMULATES F at the state x[b, :] (a (B, S)
-         array), with the action u[b, t, :], into f[b, :]: the continuous adjoint (method="continuous_adjoint") integrates its
-         transposed Jacobian backward in time (tisim/autodiff/continuous_adjoint.py).
+         array), with the action u[b, t, :], into f[b, :]: the continuous adjoint (method="continuous_adjoint")
+         integrates its transposed Jacobian backward in time (tisim/autodiff/continuous_adjoint.py).
     """
 
     PARAMS = ()
@@ -106,10 +106,10 @@ class Model(Accessors):
         self._unrolled = self.state_layout.size if self.state_layout.size <= UNROLLED_STATE else 0
         self.action_shape = self.action_layout.shapes[self.action_name]
         self.scratch_layout = ScratchLayout(self.SCRATCH, sizes)
-        self.phases = phase_list(self) if self.options.get("schedule", "phased") == "phased" else []
+        self.phases = phase_list(self)
         self.fused_phases = phase_list(self, fused=True) if self.phases else []
         # every phase with a hand-written reverse: on a CPU the backward pass is one launch (phases.run_reverses)
-        self.fused_reverse = bool(self.phases) and all(phase[2] == REVERSE for phase in self.phases)
+        self.fused_reverse = bool(self.phases) and all(phase.kind == REVERSE for phase in self.phases)
         # the last phase's FUSED form sets the whole next state (System.set_next): the fused pass leaves it unzeroed
         self.sets_next = bool(self.phases) and self.PHASES[-1][0] in self.FUSED
 
@@ -198,18 +198,20 @@ class Model(Accessors):
 def structure(cls, values):
     """(sizes, options) of a system class from its constructor keywords, validated; removes them from `values`."""
     name = cls.__name__
-    sizes = {key: values.pop(key) for key in cls.STRUCTURE if key in values}
-    for key in cls.STRUCTURE:
-        sizes.setdefault(key, getattr(cls, key.upper() + "_DEFAULT", 1))
-        check_count(name, key, sizes[key], getattr(cls, key.upper() + "_MIN", 1))
+    declared = sizes_of(cls)
+    sizes = {key: values.pop(key) for key in declared if key in values}
+    for key, size in declared.items():
+        sizes.setdefault(key, size.default)
+        check_count(name, key, sizes[key], size.minimum)
     options = {key: values.pop(key, allowed[0]) for key, allowed in cls.OPTIONS.items()}
     for key, choice in options.items():
         if choice not in cls.OPTIONS[key]:
             raise ValueError(f"{name}: {key} must be one of {list(cls.OPTIONS[key])}, got {choice!r}."
                              + near_miss(str(choice), cls.OPTIONS[key]))
-    options.update(schedule_option(cls, values.pop("schedule", None)))
     if len(cls.ACTION) != 1:
         raise TypeError(f"{name}: ACTION must declare exactly one quantity, got {len(cls.ACTION)}")
+    if cls.PHASES and cls.ITEMS:
+        raise TypeError(f"{name}: a step has one form: declare PHASES or ITEMS, not both")
     return sizes, options
 
 
@@ -265,9 +267,27 @@ def _build(cls, sizes, options, tables):
     return model
 
 
-def check_count(owner, name, value, minimum=1):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{owner}: {name} must be an integer >= {minimum}, got {value!r}")
+def check_count(owner, name, value, minimum=1, maximum=None):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum or \
+            (maximum is not None and value > maximum):
+        bound = "" if maximum is None else f" and <= {maximum:,}"
+        raise ValueError(f"{owner}: {name} must be an integer >= {minimum}{bound}, got {value!r}")
+
+
+def check_run(owner, horizon, batch, dt=None):
+    """The horizon, batch and time step every simulator takes, checked before a constructor does anything else: the
+    steps and the batch elements are counted by 32-bit integers in the kernels."""
+    check_count(owner, "horizon", horizon, maximum=INDEX_LIMIT - 1)
+    check_count(owner, "batch", batch, maximum=INDEX_LIMIT)
+    if dt is not None:
+        check_dt(owner, dt)
+
+
+def check_derived(owner, values, derived):
+    """Refuse keywords that name sizes a system computes itself; derived: {keyword: where its value comes from}."""
+    for key, source in derived.items():
+        if key in values:
+            raise ValueError(f"{owner}: {key} is not a keyword: {source}")
 
 
 def check_dt(owner, dt):

@@ -71,6 +71,8 @@ step of the arrays it serves (the full horizon, or one checkpointed segment); in
 follows the scratch that is added into.
 """
 import os
+import warnings
+from typing import Any, NamedTuple
 
 import numpy as np
 import taichi as ti
@@ -78,9 +80,8 @@ import taichi as ti
 from tisim.core import runtime
 from tisim.core.access import entry_shape
 from tisim.core.protocol import Protocol
-from tisim.core.quantities import Layout, near_miss
+from tisim.core.quantities import Layout
 
-SCHEDULES = ("items", "phased")
 IMPLICIT = "implicit"  # a PHASES entry's third field: a solve with an adjoint (above)
 RESIDUAL = "residual"  # ... a further phase of the residual of the implicit phase before it
 REVERSE = "reverse"  # a plain phase with a hand-written reverse (REVERSES, above)
@@ -88,21 +89,29 @@ PLAIN = (0, IMPLICIT, RESIDUAL, REVERSE)  # the kinds of phase that run once a s
 SERIAL_THREADS = 4  # a CPU of up to this many threads runs a step's item loops serialized (Scratchpad.steps)
 
 
-def schedule_option(cls, schedule):
-    """{"schedule": choice} for a system with both forms of its step (PHASES and ITEMS), else {}: the choice is
-    structure, compiled into its kernels. Default: phased, whose phases may have fused forms and hand-written
-    reverses (MassSpring's do: on a CPU its phased forward and backward passes are one launch each)."""
-    name = cls.__name__
-    if not (cls.PHASES and cls.ITEMS):
-        if schedule is not None:
-            raise ValueError(f"{name}: schedule applies to systems with both PHASES and ITEMS; {name} has one form "
-                             "of its step")
-        return {}
-    choice = schedule or "phased"
-    if choice not in SCHEDULES:
-        raise ValueError(f"{name}: schedule must be one of {list(SCHEDULES)}, got {schedule!r}."
-                         + near_miss(str(schedule), SCHEDULES))
-    return {"schedule": choice}
+class Phase(NamedTuple):
+    """One phase of a step as the kernels run it, made by ``phase_list`` from a system's PHASES, FUSED and REVERSES
+    (the kernels iterate over these records with ti.static, so they are plain values fixed at compile time)."""
+
+    name: str  # as declared in PHASES
+    function: Any  # the bound @ti.func for item i of the domain (its FUSED form in a fused list)
+    size: int  # the domain's size, a STRUCTURE size
+    kind: Any  # 0 (plain), a repeat count, IMPLICIT, RESIDUAL or REVERSE
+    solve: Any = None  # IMPLICIT: the solve, once per batch element
+    reverse: Any = None  # IMPLICIT: the adjoint solve; REVERSE: the hand-written reverse over its own domain
+    reverse_size: int = 0  # REVERSE: the size of the reverse's domain
+
+
+class LaunchUnit(NamedTuple):
+    """Phases[first:last] launched together by the per-step schedule (fused: in their FUSED forms), of one kind: 0 for
+    a run of plain phases, a repeat count, IMPLICIT (a solve with its residual phases) or REVERSE. A unit is a
+    template argument of the kernels, kept from call to call (a number as a template would keep launch.Launches
+    from binding the call)."""
+
+    first: int
+    last: int
+    fused: bool
+    kind: Any
 
 
 class ScratchLayout:
@@ -141,84 +150,82 @@ class ScratchLayout:
 
 
 def phase_list(host, fused=False):
-    """[(bound phase function, domain size, repeats, solver)] of a kernel host, for ti.static loops: repeats 0 for
-    a plain phase, a count for a repeated one, IMPLICIT or RESIDUAL for an implicit phase and the residual phases
-    after it, REVERSE for a phase with a hand-written reverse; solver (solve, adjoint) for an implicit phase,
-    (reverse, its domain size) for REVERSE, else None. fused: with the FUSED forms in place."""
+    """[Phase] of a kernel host, in order, for ti.static loops; fused: with the FUSED forms in place."""
     name = type(host).__name__
     declared = {}
     for attribute, form in (("FUSED", "its fused form"), ("REVERSES", "its hand-written reverse")):
         declared[attribute] = getattr(host, attribute, {})
+        if attribute == "REVERSES" and getattr(host, "ADJOINTS", None):  # the earlier name
+            warnings.warn(f"{name}: ADJOINTS is now REVERSES (the hand-written reverses of phases); the old name "
+                          "will be removed", DeprecationWarning, stacklevel=2)
+            declared[attribute] = {**host.ADJOINTS, **declared[attribute]}
         for phase, (function, domain) in declared[attribute].items():
             if phase not in [entry[0] for entry in host.PHASES if len(entry) == 2] or not hasattr(host, function) \
                     or domain not in host.sizes:
                 raise ValueError(f"{name}: {attribute} maps a plain phase to ({form}, a STRUCTURE size), got "
                                  f"{phase!r}: {(function, domain)!r}")
-    forms, adjoints = declared["FUSED"] if fused else {}, declared["REVERSES"]
+    forms, reverses = declared["FUSED"] if fused else {}, declared["REVERSES"]
     if host.PHASES and len(host.PHASES[-1]) > 2:
         raise ValueError(f"{name}: the last phase writes the next state and cannot repeat or be a solve")
     phases = []
     for entry in host.PHASES:
-        kind, solver = entry[2] if len(entry) > 2 else 0, None
+        kind, extra = entry[2] if len(entry) > 2 else 0, {}
         if kind == IMPLICIT:
             missing = [entry[0] + part for part in ("_solve", "_reverse") if not hasattr(host, entry[0] + part)]
             if missing:
                 raise ValueError(f"{name}: the implicit phase {entry[0]!r} needs {missing} (tisim/core/phases.py)")
-            solver = getattr(host, entry[0] + "_solve"), getattr(host, entry[0] + "_reverse")
+            extra = dict(solve=getattr(host, entry[0] + "_solve"), reverse=getattr(host, entry[0] + "_reverse"))
         elif kind == RESIDUAL:
-            if not phases or phases[-1][2] not in (IMPLICIT, RESIDUAL):
+            if not phases or phases[-1].kind not in (IMPLICIT, RESIDUAL):
                 raise ValueError(f"{name}: the residual phase {entry[0]!r} must follow an implicit phase")
         elif isinstance(kind, bool) or not isinstance(kind, int) or kind < 0 or (len(entry) > 2 and kind == 0):
             raise ValueError(f"{name}: phase {entry[0]!r} repeats an integer >= 1 times or is {IMPLICIT!r} or "
                              f"{RESIDUAL!r}, got {kind!r}")
-        if entry[0] in adjoints:
-            reverse, domain = adjoints[entry[0]]
-            kind, solver = REVERSE, (getattr(host, reverse), host.sizes[domain])
+        if entry[0] in reverses:
+            reverse, domain = reverses[entry[0]]
+            kind, extra = REVERSE, dict(reverse=getattr(host, reverse), reverse_size=host.sizes[domain])
         function, domain = forms.get(entry[0], entry[:2])
-        phases.append((getattr(host, function), host.sizes[domain], kind, solver))
+        phases.append(Phase(entry[0], getattr(host, function), host.sizes[domain], kind, **extra))
     return phases
 
 
 def launch_units(phases, fused=False):
-    """The per-step schedule's launches of a step: ((first, last, fused), repeats) for phases[first:last], a run of
-    plain phases in one kernel (repeats 0), one repeated phase, a launch per repetition, one implicit phase
-    (repeats IMPLICIT: its solve, then its residual phases; backwards, its adjoint, then the residual's gradient),
-    or a phase with a hand-written reverse (repeats REVERSE: backwards, that reverse). fused: the launches run the
-    phases' FUSED forms (never differentiated: the backward pass's refill)."""
+    """The per-step schedule's launches of a step, [LaunchUnit]: a run of plain phases in one kernel, one repeated
+    phase (a launch per repetition), one implicit phase (its solve, then its residual phases; backwards, its
+    adjoint solve, then the residual's gradient), or a phase with a hand-written reverse (backwards, that reverse).
+    fused: the launches run the phases' FUSED forms (never differentiated: the backward pass's refill)."""
     units, first = [], 0
-    for k, (_, _, repeats, _) in enumerate(phases):
-        if repeats == RESIDUAL:  # joins the implicit unit before it
-            (start, _, _), kind = units[-1]
-            units[-1] = ((start, k + 1, fused), kind)
+    for k, phase in enumerate(phases):
+        if phase.kind == RESIDUAL:  # joins the implicit unit before it
+            units[-1] = units[-1]._replace(last=k + 1)
             first = k + 1
-        elif repeats:  # a count, IMPLICIT or REVERSE: a unit of its own
+        elif phase.kind:  # a count, IMPLICIT or REVERSE: a unit of its own
             if first < k:
-                units.append(((first, k, fused), 0))
-            units.append(((k, k + 1, fused), repeats))
+                units.append(LaunchUnit(first, k, fused, 0))
+            units.append(LaunchUnit(k, k + 1, fused, phase.kind))
             first = k + 1
     if first < len(phases):
-        units.append(((first, len(phases), fused), 0))
+        units.append(LaunchUnit(first, len(phases), fused, 0))
     return units
 
 
 def unit_phases(host, unit):
     """The phases a launch unit runs (in Python, at compile time), in their FUSED forms where it says so."""
-    return (host.fused_phases if unit[2] else host.phases)[unit[0]:unit[1]]
+    return (host.fused_phases if unit.fused else host.phases)[unit.first:unit.last]
 
 
 @ti.kernel
 def run_step(host: ti.template(), x: ti.types.ndarray(ndim=3), theta: ti.types.ndarray(ndim=2),
              u: ti.types.ndarray(ndim=3), w: ti.types.ndarray(ndim=2), dt: float, t: ti.i32, serial: ti.template(),
              unit: ti.template(), r: ti.i32):
-    # phases unit[0]..unit[1]-1 of step t, each a top-level loop; r: the repetition, for a repeated phase. unit is a
-    # tuple kept from call to call: a number as a template would keep launch.Launches from binding the call
-    for phase, size, repeats, _ in ti.static(unit_phases(host, unit)):
+    # the unit's phases at step t, each a top-level loop; r: the repetition, for a repeated phase
+    for phase in ti.static(unit_phases(host, unit)):
         ti.loop_config(serialize=serial)
-        for b, i in ti.ndrange(x.shape[0], size):
-            if ti.static(repeats in PLAIN):
-                phase(x, theta, u, w, dt, b, t, i)
+        for b, i in ti.ndrange(x.shape[0], phase.size):
+            if ti.static(phase.kind in PLAIN):
+                phase.function(x, theta, u, w, dt, b, t, i)
             else:
-                phase(x, theta, u, w, dt, b, t, i, r)
+                phase.function(x, theta, u, w, dt, b, t, i, r)
 
 
 @ti.kernel
@@ -226,10 +233,11 @@ def run_reverse(host: ti.template(), x: ti.types.ndarray(ndim=3), x_grad: ti.typ
                 theta: ti.types.ndarray(ndim=2), theta_grad: ti.types.ndarray(ndim=2), u: ti.types.ndarray(ndim=3),
                 u_grad: ti.types.ndarray(ndim=3), w: ti.types.ndarray(ndim=2), w_grad: ti.types.ndarray(ndim=2),
                 dt: float, t: ti.i32, serial: ti.template(), unit: ti.template()):
-    # the hand-written reverse of phase unit[0] at step t over its own domain (never differentiated)
+    # the hand-written reverse of the unit's phase at step t over its own domain (never differentiated)
     ti.loop_config(serialize=serial)
-    for b, i in ti.ndrange(x.shape[0], ti.static(host.phases[unit[0]][3][1])):
-        ti.static(host.phases[unit[0]][3][0])(x, theta, u, w, x_grad, theta_grad, u_grad, w_grad, dt, b, t, i)
+    phase = ti.static(host.phases[unit.first])
+    for b, i in ti.ndrange(x.shape[0], phase.reverse_size):
+        phase.reverse(x, theta, u, w, x_grad, theta_grad, u_grad, w_grad, dt, b, t, i)
 
 
 @ti.kernel
@@ -269,32 +277,32 @@ def run_reverses(host: ti.template(), x: ti.types.ndarray(ndim=3), x_grad: ti.ty
                 for r in range(recomputed + t * kept, recomputed + t * kept + zeroed[1]):
                     w[b, r] = 0.0
                 for phase in ti.static(host.fused_phases[:-1]):
-                    for i in range(phase[1]):
-                        phase[0](x, theta, u, w, dt, b, t, i)
+                    for i in range(phase.size):
+                        phase.function(x, theta, u, w, dt, b, t, i)
             for phase in ti.static(host.phases[::-1]):
-                for i in range(phase[3][1]):
-                    phase[3][0](x, theta, u, w, x_grad, theta_grad, u_grad, w_grad, dt, b, t, i)
+                for i in range(phase.reverse_size):
+                    phase.reverse(x, theta, u, w, x_grad, theta_grad, u_grad, w_grad, dt, b, t, i)
 
 
 @ti.kernel
 def run_solve(host: ti.template(), x: ti.types.ndarray(ndim=3), theta: ti.types.ndarray(ndim=2),
               u: ti.types.ndarray(ndim=3), w: ti.types.ndarray(ndim=2), dt: float, t: ti.i32, serial: ti.template(),
               unit: ti.template()):
-    # the solve of implicit phase unit[0] at step t, per batch element (never differentiated)
+    # the solve of the unit's implicit phase at step t, per batch element (never differentiated)
     ti.loop_config(serialize=serial)
     for b in range(x.shape[0]):
-        ti.static(host.phases[unit[0]][3][0])(x, theta, u, w, dt, b, t)
+        ti.static(host.phases[unit.first].solve)(x, theta, u, w, dt, b, t)
 
 
 @ti.kernel
 def run_implicit_reverse(host: ti.template(), x: ti.types.ndarray(ndim=3), theta: ti.types.ndarray(ndim=2),
                 u: ti.types.ndarray(ndim=3), w: ti.types.ndarray(ndim=2), w_grad: ti.types.ndarray(ndim=2), dt: float,
                 t: ti.i32, serial: ti.template(), unit: ti.template()):
-    # the adjoint solve of implicit phase unit[0] at step t, per batch element: w_grad of the solution in, w_grad of
-    # the residual out
+    # the adjoint solve of the unit's implicit phase at step t, per batch element: w_grad of the solution in, w_grad
+    # of the residual out
     ti.loop_config(serialize=serial)
     for b in range(x.shape[0]):
-        ti.static(host.phases[unit[0]][3][1])(x, theta, u, w, w_grad, dt, b, t)
+        ti.static(host.phases[unit.first].reverse)(x, theta, u, w, w_grad, dt, b, t)
 
 
 @ti.kernel
@@ -330,16 +338,16 @@ def fused_step(host: ti.template(), x: ti.template(), theta: ti.template(), u: t
             w[b, k] = ti.math.nan
         for k in range(zeroed[1], kept):
             w[b, row + k] = ti.math.nan
-    for phase, size, repeats, solver in ti.static(host.fused_phases):
-        if ti.static(repeats == IMPLICIT):
-            ti.static(solver[0])(x, theta, u, w, dt, b, t)
-        if ti.static(repeats in PLAIN):
-            for i in range(size):
-                phase(x, theta, u, w, dt, b, t, i)
+    for phase in ti.static(host.fused_phases):
+        if ti.static(phase.kind == IMPLICIT):
+            ti.static(phase.solve)(x, theta, u, w, dt, b, t)
+        if ti.static(phase.kind in PLAIN):
+            for i in range(phase.size):
+                phase.function(x, theta, u, w, dt, b, t, i)
         else:
-            for r in range(repeats):
-                for i in range(size):
-                    phase(x, theta, u, w, dt, b, t, i, r)
+            for r in range(phase.kind):
+                for i in range(phase.size):
+                    phase.function(x, theta, u, w, dt, b, t, i, r)
 
 
 class Scratchpad:
@@ -373,19 +381,19 @@ class Scratchpad:
         threads = runtime.settings()["threads"] or os.cpu_count() or 1
         items = runtime.settings()["arch"] == "cpu" and (serial or threads <= SERIAL_THREADS)
         def run(units, t, grad=False):
-            for unit, repeats in reversed(units) if grad else units:
-                if repeats == IMPLICIT:
+            for unit in reversed(units) if grad else units:
+                if unit.kind == IMPLICIT:
                     if grad:
                         launch(run_implicit_reverse, host, x, sim.theta, u, w, w.grad, sim.dt, t, serial, unit)
                     else:
                         launch(run_solve, host, x, sim.theta, u, w, sim.dt, t, serial, unit)
                     launch(run_step, host, x, sim.theta, u, w, sim.dt, t, items, unit, 0, grad=grad)
                     continue
-                if repeats == REVERSE and grad:
+                if unit.kind == REVERSE and grad:
                     launch(run_reverse, host, x, x.grad, sim.theta, sim.theta.grad, u, u.grad, w, w.grad, sim.dt, t,
                            items, unit)
                     continue
-                runs = 1 if repeats in PLAIN else repeats
+                runs = 1 if unit.kind in PLAIN else unit.kind
                 for r in reversed(range(runs)) if grad else range(runs):
                     launch(run_step, host, x, sim.theta, u, w, sim.dt, t, items, unit, r, grad=grad)
 

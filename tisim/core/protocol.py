@@ -1,9 +1,9 @@
 """What the gradient mechanisms and the loops around a simulator may use of it, beyond its public surface.
 
-A mechanism (tisim/autodiff/checkpointing.py, forward.py, adjoint.py, jacobians.py) reads a simulator's public attributes
-(T, B, dt, the layouts, the device arrays theta, u, x0, x, loss) and, for everything else, goes through
-``Protocol.of(sim)``: the bound kernel launcher, the steps, the start of a pass, the bound losses, the read-back of a
-gradient group, the status buffer, the compiled kernels, and a store of the mechanism's own buffers (made on first
+A mechanism (tisim/autodiff/: checkpointing, forward_mode, continuous_adjoint, jacobians, tape) reads a simulator's
+public attributes (T, B, dt, the layouts, the device arrays theta, u, x0, x, loss) and, for everything else, goes
+through ``Protocol.of(sim)``: the bound kernel launcher, the steps, the start of a pass, the bound losses, the read-back
+of a gradient group, the status buffer, the compiled kernels, and a store of the mechanism's own buffers (made on first
 use, kept with the simulator across passes). No other module reaches into a simulator's private attributes
 (tests/test_packaging.py checks it), so the engine can change behind this one class.
 """
@@ -42,6 +42,16 @@ class Protocol:
     def serial(self):
         """Whether the simulator's batch loops over its whole trajectory run serialized."""
         return self._sim._serial
+
+    @property
+    def per_step(self):
+        """Whether the simulator runs a launch per step (a GPU's schedule); settable, so that a CPU can check that
+        schedule against the fused one."""
+        return self._sim._per_step
+
+    @per_step.setter
+    def per_step(self, on):
+        self._sim._per_step = bool(on)
 
     @property
     def status(self):

@@ -43,6 +43,30 @@ class Interval:
 
 
 @dataclass(frozen=True)
+class Size:
+    """A structural size: an integer constructor keyword compiled into the kernels (a count of bodies, a dimension,
+    a number of Newton steps), named in the shapes of quantities. A system's STRUCTURE lists its sizes; a plain
+    name there is Size(name): default 1, at least 1."""
+
+    name: str
+    default: int = 1
+    minimum: int = 1
+
+    def __post_init__(self):
+        for field, value in (("default", self.default), ("minimum", self.minimum)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"Size {self.name!r}: {field} must be an int, got {value!r}")
+        if self.default < self.minimum:
+            raise ValueError(f"Size {self.name!r}: default {self.default} is below its minimum {self.minimum}")
+
+
+def sizes_of(cls):
+    """{name: Size} of a system class's STRUCTURE, in order."""
+    return {entry if isinstance(entry, str) else entry.name: Size(entry) if isinstance(entry, str) else entry
+            for entry in cls.STRUCTURE}
+
+
+@dataclass(frozen=True)
 class Quantity:
     """One named physical quantity: a parameter, a state or an action.
 

@@ -128,13 +128,14 @@ def _detach_from_program():
 
 
 def hold_launches(launches):
-    """Register a Launches (tisim/core/launch.py): a restart clears its bound calls while the old program still exists."""
+    """Register a Launches (tisim/core/launch.py): a restart clears its bound calls while the old program still
+    exists."""
     _bound_calls.add(launches)
 
 
 def empty_on_restart(cls):
-    """Instances of ``cls`` hold handles into the live program: a restart empties every one (tisim/core/launch.py registers
-    its bound call; this module imports nothing of tisim, so imports point one way)."""
+    """Instances of ``cls`` hold handles into the live program: a restart empties every one (tisim/core/launch.py
+    registers its bound call; this module imports nothing of tisim, so imports point one way)."""
     _emptied_on_restart.add(cls)
     return cls
 

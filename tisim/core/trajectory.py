@@ -137,7 +137,8 @@ def copy(source, target):
 
 def host_view(array):
     """A numpy array over a CPU ndarray's own memory, no copy (None on a GPU): numpy writes it at memory speed,
-    where a copying kernel is scalar code. Valid while the ndarray lives; Taichi's CPU kernels have returned when their launch does."""
+    where a copying kernel is scalar code. Valid while the ndarray lives; Taichi's CPU kernels have returned when their
+    launch does."""
     if runtime.settings()["arch"] != "cpu":
         return None
     dtype = runtime.numpy_real()

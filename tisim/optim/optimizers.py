@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tisim.optim import snapshot as snapshots
 from tisim.core.derivatives import NonFiniteError
+from tisim.optim import snapshot as snapshots
 
 
 class Adam:
@@ -226,7 +226,7 @@ def _renamed_keywords(renamed, snapshot, snapshot_every):
     unknown = sorted(set(renamed) - set(new_names))
     if unknown:
         raise TypeError(f"minimize() got unexpected keyword arguments {unknown}")
-    for old, value in renamed.items():
+    for old in renamed:
         warnings.warn(f"minimize: {old}= is now {new_names[old]}=; the old name will be removed", DeprecationWarning,
                       stacklevel=3)
     return renamed.get("checkpoint", snapshot), renamed.get("checkpoint_every", snapshot_every)

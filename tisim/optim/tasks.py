@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tisim.optim.optimizers import Adam, minimize
 from tisim.core.protocol import Protocol
+from tisim.optim.optimizers import Adam, minimize
 
 
 def optimize_actions(sim, loss, *, limits=None, iterations=200, optimizer=None, initial=None, **options):
@@ -99,8 +99,8 @@ def receding_horizon(planner, plant, loss, *, steps, apply=1, limits=None, itera
     actions to the simulator ``plant``.
 
     planner and plant are simulators of the same system and batch size; plant's horizon must equal ``apply`` (it is
-    stepped that far per re-plan) and its parameters may differ from the planner's (a modelling error). steps: total plant
-    steps, a multiple of ``apply``. Each plan is warm-started from the previous one shifted by ``apply`` steps;
+    stepped that far per re-plan) and its parameters may differ from the planner's (a modelling error). steps: total
+    plant steps, a multiple of ``apply``. Each plan is warm-started from the previous one shifted by ``apply`` steps;
     the first plan gets ``first_iterations`` (default: iterations), each with a fresh Adam(lr).
     callback(step, states) after each re-plan.
     """

@@ -9,7 +9,8 @@ contact="penalty" (default): a spring-damper normal force on the penetration d =
     restitution is slightly above e, since the contact never pulls (0.808 for e = 0.8; see tisim.physics.contact).
 contact="impact": rigid contact; exact ballistic flight and, within the step, the time of impact and the impact map
     vy+ = -e vy- (restitution_toi). Friction is not modelled in this mode.
-contact="qp": rigid contact as a convex problem at the velocity level (tisim.physics.complementarity): from the contact-free
+contact="qp": rigid contact as a convex problem at the velocity level (tisim.physics.complementarity): from the
+contact-free
     velocities v* = v + dt a, each step solves for the normal and friction impulses per unit mass
         w_n >= 0,  vy* + w_n >= b,  complementary (or w_n s = kappa),   |w_t| <= mu w_n, maximal dissipation,
         b = -gap / dt (gap = py - r: the disc ends the step at or above the floor), or, for an impact (the free
@@ -28,6 +29,8 @@ impact time (in qp mode also the stick-slip switch at kappa = 0, and the speed b
 import numpy as np
 import taichi as ti
 
+from tisim.core.engine import System
+from tisim.core.quantities import Quantity
 from tisim.physics.complementarity import NEWTON_STEPS, friction_impulse, normal_impulse
 from tisim.physics.contact import (
     friction_clip_to_stop,
@@ -36,9 +39,7 @@ from tisim.physics.contact import (
     restitution_damping,
     restitution_toi,
 )
-from tisim.core.engine import System
 from tisim.physics.integrators import semi_implicit_euler
-from tisim.core.quantities import Quantity
 
 
 class BouncingBall(System):

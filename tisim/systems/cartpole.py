@@ -14,10 +14,10 @@ time step, so ``rates`` (the equations in continuous time, for the continuous ad
 """
 import taichi as ti
 
-from tisim.physics.contact import friction_clip_to_stop, friction_coulomb_tanh
 from tisim.core.engine import System
-from tisim.physics.integrators import advance_semi_implicit_euler
 from tisim.core.quantities import Quantity
+from tisim.physics.contact import friction_clip_to_stop, friction_coulomb_tanh
+from tisim.physics.integrators import advance_semi_implicit_euler
 
 
 class Cartpole(System):

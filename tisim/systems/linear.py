@@ -9,7 +9,7 @@ Linear the spectral radius of A plays the part of |a|.
 import taichi as ti
 
 from tisim.core.engine import System
-from tisim.core.quantities import Quantity
+from tisim.core.quantities import Quantity, Size
 
 
 class ScalarLinear(System):
@@ -40,8 +40,7 @@ class Linear(System):
     STATE = (Quantity("x", 0.0, "-", "the state vector", shape=("n",)),)
     ACTION = (Quantity("u", 0.0, "-", "the input vector", shape=("m",)),)
     DT = 1.0
-    STRUCTURE = ("n", "m")
-    N_DEFAULT, M_DEFAULT = 2, 1
+    STRUCTURE = (Size("n", 2), Size("m", 1))
 
     @ti.func
     def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):

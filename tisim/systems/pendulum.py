@@ -14,8 +14,8 @@ smooth; the double pendulum is chaotic, so its sensitivities grow exponentially 
 import taichi as ti
 
 from tisim.core.engine import System
-from tisim.physics.integrators import advance_semi_implicit_euler
 from tisim.core.quantities import Quantity
+from tisim.physics.integrators import advance_semi_implicit_euler
 
 
 class Pendulum(System):

@@ -8,9 +8,9 @@ the angle (periodic) and the angular velocity; the network starts small (weights
 """
 import taichi as ti
 
-from tisim.core.model import check_count
-from tisim.learn.nn import MLP
+from tisim.core.model import check_count, check_derived, check_run
 from tisim.core.quantities import Quantity
+from tisim.learn.nn import MLP
 from tisim.systems.pendulum import Pendulum
 
 
@@ -23,6 +23,8 @@ class ResidualPendulum(Pendulum):
     STRUCTURE = ("hidden", "n_weights")
 
     def __init__(self, horizon, batch=1, dt=None, hidden=16, seed=0, **values):
+        check_run("ResidualPendulum", horizon, batch, dt)
+        check_derived("ResidualPendulum", values, {"n_weights": "it follows from hidden (the network's width)"})
         check_count("ResidualPendulum", "hidden", hidden)
         check_count("ResidualPendulum", "seed", seed, minimum=0)
         self.network = MLP((3, hidden, 1))

@@ -5,7 +5,8 @@ friction="tanh" (default):  f = -mu m g tanh(v / eps)
 friction="huber":           f = -mu m g clamp(v / eps, -1, 1)
 friction="stick_slip":      static coefficient mu_s and kinetic mu (mu <= mu_s): the block stays exactly at rest while
                             |F| <= mu_s m g, and slides against -mu m g sign(v) otherwise (friction_stick_slip).
-friction="qp":              Coulomb friction as the convex problem of tisim.physics.complementarity: the friction impulse per
+friction="qp":              Coulomb friction as the convex problem of tisim.physics.complementarity: the friction
+impulse per
                             unit mass w minimizes (v* + w)^2 / 2 over |w| <= mu g dt (v* = v + dt F / m), exactly
                             (kappa = 0: stick while |F| <= mu m g, else slide against mu m g) or on the interior-point
                             central path (kappa > 0: smooth); differentiated through its optimality condition
@@ -17,11 +18,16 @@ a sub-threshold push; stick-slip does not, and its gradient is piecewise: zero w
 import numpy as np
 import taichi as ti
 
-from tisim.physics.complementarity import NEWTON_STEPS, friction_impulse
-from tisim.physics.contact import friction_clip_to_stop, friction_coulomb_huber, friction_coulomb_tanh, friction_stick_slip
 from tisim.core.engine import System
-from tisim.physics.integrators import semi_implicit_euler
 from tisim.core.quantities import Quantity
+from tisim.physics.complementarity import NEWTON_STEPS, friction_impulse
+from tisim.physics.contact import (
+    friction_clip_to_stop,
+    friction_coulomb_huber,
+    friction_coulomb_tanh,
+    friction_stick_slip,
+)
+from tisim.physics.integrators import semi_implicit_euler
 
 REGULARIZED = {"tanh": friction_coulomb_tanh, "huber": friction_coulomb_huber}
 

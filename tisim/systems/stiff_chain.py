@@ -33,13 +33,15 @@ solver_gradient: how reverse mode gets through the Newton solve.
 import numpy as np
 import taichi as ti
 
-from tisim.core.engine import System
 from tisim.autodiff.implicit import detach
-from tisim.core.quantities import Quantity
+from tisim.core.engine import System
+from tisim.core.model import check_run
+from tisim.core.quantities import Quantity, Size, sizes_of
 
 # The step is unrolled over the masses and the Newton steps at compile time, and the backward pass's compile time
 # grows faster than the chain (about fourfold from n = 3 to n = 6, and again to n = 12): hence the cap.
 N_MAX = 8
+NEWTON_STEPS = 6  # the default: converged to round-off on the default chain (tests/test_stiff_chain.py)
 
 
 @ti.func
@@ -65,13 +67,13 @@ class StiffChain(System):
         Quantity("v", 0.0, "m/s", "downward velocity of each mass", shape=("n",)),
     )
     ACTION = (Quantity("force", 0.0, "N", "downward external force on each mass", shape=("n",)),)
-    STRUCTURE = ("n", "newton_steps")
-    N_DEFAULT, NEWTON_STEPS_DEFAULT = 3, 6
+    STRUCTURE = (Size("n", 3, minimum=1), Size("newton_steps", NEWTON_STEPS))
     OPTIONS = {"integrator": ("implicit_euler", "semi_implicit_euler"), "solver_gradient": ("implicit", "unrolled")}
     DT = 0.01
 
     def __init__(self, horizon, batch=1, dt=None, **values):
-        n = values.get("n", self.N_DEFAULT)
+        check_run("StiffChain", horizon, batch, dt)
+        n = values.get("n", sizes_of(StiffChain)["n"].default)
         if isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n > N_MAX:
             raise ValueError(f"StiffChain: n must be <= {N_MAX} (the step is unrolled over the masses at compile "
                              f"time), got {n}")

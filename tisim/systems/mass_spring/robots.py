@@ -160,8 +160,8 @@ def lattice_pairs(nx, ny, offsets):
 
 
 def grid(nx, ny, spacing=0.05, bottom=0.002, name=None, actuate_every_spring=True):
-    """An nx-by-ny grid of particles with springs to the right, up and along both diagonals (the reference workload
-    of the reference workload, benchmarks/README.md); by default every spring is its own actuator."""
+    """An nx-by-ny grid of particles with springs to the right, up and along both diagonals (the body of the
+    reference mass-spring workload, benchmarks/README.md); by default every spring is its own actuator."""
     if nx < 2 or ny < 1 or (nx - 1) * ny + nx * (ny - 1) == 0:
         raise ValueError(f"grid: need nx >= 2 and ny >= 1, got {nx} x {ny}")
     particles = [(spacing * i, bottom + spacing * j) for j in range(ny) for i in range(nx)]

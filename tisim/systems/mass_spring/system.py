@@ -5,13 +5,13 @@ For a spring s = (i, j) with rest length rest_s and actuator activation a (0 for
     d = x_j - x_i,  r = |d|,  n = d / r,  L = rest_s (1 + a)
     f_s = (k_s (r - L) + c (v_j - v_i) . n) n        added to particle i, subtracted from particle j
     (c is the parameter "damping": in tisim "c" names rotational damping at a pivot, in N m s)
-Contact (tisim.physics.contact's point_contact) with the ground y = 0 (y is up), each sphere (sphere_center, sphere_radius)
-and each axis-aligned box (box_center, box_half): at depth p > 0 along the shape's normal n,
+Contact (tisim.physics.contact's point_contact) with the ground y = 0 (y is up), each sphere (sphere_center,
+sphere_radius) and each axis-aligned box (box_center, box_half): at depth p > 0 along the shape's normal n,
     fn = kc act(p) - kd min(v . n, 0) gate(p)   (softness s = 0: act(p) = p, gate = 1: penalty_normal_compression)
     ft = -mu fn tanh(|v_t| / eps) v_t / |v_t|   (isotropic; in 2D on the ground, friction_coulomb_tanh of v_x)
 Each particle: m v' = sum of spring forces + contact forces - drag v - m g e_y; semi-implicit Euler. A pinned
-particle stays where it is (its velocity zero). In 2D without obstacles this is the reference mass-spring workload (benchmarks/README.md)
-exactly. Non-smooth: the contact switches.
+particle stays where it is (its velocity zero). In 2D without obstacles this is the reference mass-spring workload
+(benchmarks/README.md) exactly. Non-smooth: the contact switches.
 
 Explicit steps of the dissipative laws have limits of their own, beside the springs' stability limit: a particle
 pressing into the ground loses dt kd / m of its normal velocity per step, so at dt kd / m = 2 (dt = 1 ms with the
@@ -23,22 +23,23 @@ do their gradients: a soft walker at dt = 1 ms gave adjoints that a 1e-9 change 
 Layout: pos and vel are (n_particles, dim), dim = 2 or 3 as the robot's particles; k and rest are per spring; the
 obstacles' centres and sizes are per obstacle; damping, m, kc, kd, softness, mu, eps, g are global. The topology
 (which particles each spring joins, which actuator drives it, which particles are pinned) and the number of obstacles
-are structure: topology lives in Taichi fields on the kernel host, one set per distinct robot. The step has two forms
-(the engine's `schedule`). "phased" (the default): each spring's force once into scratch, then each particle sums
-its springs' forces from a padded incidence table. Its fused forward pass adds each spring's force into its two
-ends' loads instead, in spring order (the order of the table, so the same sums), and skips the contact laws where a
-particle touches nothing: the same trajectory bit for bit. Its backward pass runs the phases' hand-written
-reverses, on a CPU as one kernel. "items": each particle evaluates its own springs from that table (every spring
-twice), in one branch-free loop differentiated by Taichi's reverse mode. They agree to rounding
-(tests/test_mass_spring.py), and the reverses equal Taichi's reverse mode of the phases to 1e-12
-(tests/test_mass_spring_3d.py). The phased form is the faster on a CPU in every workload of benchmarks/peers.py
-(README, Speed).
+are structure: topology lives in Taichi fields on the kernel host, one set per distinct robot. The step has two
+phases: each spring's force once into scratch, then each particle sums its springs' forces from a padded incidence
+table. Its fused forward pass adds each spring's force into its two ends' loads instead, in spring order (the order
+of the table, so the same sums), and skips the contact laws where a particle touches nothing: the same trajectory
+bit for bit. Its backward pass runs the phases' hand-written reverses, on a CPU as one kernel. The tests hold a
+plain item-wise form of the same step, differentiated by Taichi's reverse mode, as the referee: the two agree to
+rounding (tests/test_mass_spring.py), and the reverses equal Taichi's reverse mode of the phases to 1e-12
+(tests/test_mass_spring_3d.py).
 """
 import os
 
 import numpy as np
 import taichi as ti
 
+from tisim.core.engine import System
+from tisim.core.model import check_derived, check_run
+from tisim.core.quantities import Quantity, Scratch, Size
 from tisim.physics.contact import (
     point_box,
     point_box_reverse,
@@ -49,10 +50,17 @@ from tisim.physics.contact import (
     point_sphere_reverse,
     touching,
 )
-from tisim.core.engine import System
 from tisim.physics.integrators import semi_implicit_euler
-from tisim.core.quantities import Quantity, Scratch
 from tisim.systems.mass_spring.robots import Robot, grid
+
+# the structural sizes MassSpring computes from its robot and obstacles, with where each comes from
+DERIVED = {
+    "dim": "2D or 3D follows from the robot, particles of shape (N, 2) or (N, 3): pass robot= (a robot with 3D "
+           "particles, such as \"quadruped3d\", for 3D)",
+    **{key: "it follows from the robot; pass robot=" for key in ("n_particles", "n_springs", "n_actuators", "degree")},
+    "n_spheres": "it is the number of spheres; pass spheres=",
+    "n_boxes": "it is the number of boxes; pass boxes=",
+}
 
 
 class MassSpring(System):
@@ -86,22 +94,22 @@ class MassSpring(System):
     )
     ACTION = (Quantity("activation", 0.0, "-", "fractional change of the rest length of each actuator's springs",
                        shape=("n_actuators",), bounds="(-1, inf)"),)
-    STRUCTURE = ("dim", "n_particles", "n_springs", "n_actuators", "degree", "n_spheres", "n_boxes")
-    N_SPHERES_MIN = N_BOXES_MIN = 0
+    STRUCTURE = ("dim", "n_particles", "n_springs", "n_actuators", "degree", Size("n_spheres", 0, minimum=0),
+                 Size("n_boxes", 0, minimum=0))
     SCRATCH = (Scratch("spring_force", "N", "force of each spring on its first particle", shape=("n_springs", "dim"),
                        assigned=True),
                # kept, though no reverse reads it: recomputed scratch would make the backward pass rerun the
                # springs each step to refill it, which costs more than the memory saves
                Scratch("spring_load", "N", "sum of the spring forces on each particle (the fused forward pass's)",
                        shape=("n_particles", "dim")))
-    # the two forms of the step (see the module docstring)
     PHASES = (("springs", "n_springs"), ("particles", "n_particles"))
-    ITEMS = "n_particles"
     FUSED = {"springs": ("springs_fused", "n_springs"), "particles": ("particles_fused", "n_particles")}
     REVERSES = {"springs": ("springs_reverse", "n_springs"), "particles": ("particles_reverse", "n_particles")}
     DT = 5e-4
 
     def __init__(self, horizon, batch=1, dt=None, robot=None, spheres=(), boxes=(), **values):
+        check_run("MassSpring", horizon, batch, dt)
+        check_derived("MassSpring", values, DERIVED)
         if not (robot is None or isinstance(robot, (Robot, str, os.PathLike))):
             raise TypeError(f"MassSpring: robot must be a Robot, a robot name or a JSON file path, got "
                             f"{type(robot).__name__}")
@@ -325,17 +333,6 @@ class MassSpring(System):
             self.add_param(theta_g, name, b, 0, law_bar[k])
         return p_bar, v_bar
 
-    # The item-wise step. It runs inside a dynamic loop over particles, so everything it uses is read here: a
-    # local set before that loop and read in it gets silently wrong gradients from Taichi 1.7's reverse mode
-    # (measured: the spring terms flip sign).
-    @ti.func
-    def step_item(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t, i):
-        f = self.weight(theta, b)
-        for q in ti.static(range(self.degree)):
-            f += self.present[i, q] * self.spring_force(x, theta, u, b, t, self.spring_of[i, q], i,
-                                                        self.other_of[i, q])
-        self.move(x, theta, dt, b, t, i, f, False)
-
     def events(self, traj):
         """"ground contact": some particle is below the ground (y < 0)."""
         return {"ground contact": (traj["pos"][..., 1] < 0).any(axis=2)}
@@ -343,6 +340,8 @@ class MassSpring(System):
 
 def obstacle_table(name, given, dim, size_shape):
     """(centres (n, dim), sizes (n, *size_shape)) from [(centre, size), ...], refused by name where malformed."""
+    if isinstance(given, (str, bytes, dict)) or not isinstance(given, (list, tuple, np.ndarray)):
+        raise ValueError(f"MassSpring: {name} must be a list of (centre, size) pairs, got {given!r}")
     centres, sizes = [], []
     for q, entry in enumerate(given):
         try:

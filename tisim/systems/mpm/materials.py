@@ -1,5 +1,5 @@
-"""MPM's material laws (tisim/systems/mpm/system.py): the Kirchhoff stress tau(F) of each material for the shear modulus G
-and the Lame parameter lambda, the projections of a fluid and of von Mises plasticity, and the hand-written reverse
+"""MPM's material laws (tisim/systems/mpm/system.py): the Kirchhoff stress tau(F) of each material for the shear modulus
+G and the Lame parameter lambda, the projections of a fluid and of von Mises plasticity, and the hand-written reverse
 of each, which the backward pass runs in place of Taichi's reverse mode of the stress phase.
 
 A reverse takes the derivative of what its function returned (tau_bar, or F_bar for a projection) and returns the

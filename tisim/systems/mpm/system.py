@@ -51,11 +51,34 @@ import taichi as ti
 
 from tisim.core import assets
 from tisim.core.engine import System
+from tisim.core.memory import INDEX_LIMIT
+from tisim.core.model import check_derived, check_run
 from tisim.core.quantities import Quantity, Scratch
 from tisim.systems.mpm import materials
 from tisim.systems.mpm.transfers import Transfers
 
 BAND = 3  # boundary cells on each side of the grid, where the walls act
+# the structural sizes MPM computes from its body and grid, with where each comes from
+DERIVED = {
+    "dim": "2D or 3D follows from the body, points of shape (N, 2) or (N, 3): pass body=Body.box(lower, upper, "
+           "spacing) with three coordinates, or Body.from_cells with [i, j, k] cells, for 3D (the default body is 2D)",
+    "n_cells": "it is n_grid ** dim; pass n_grid",
+    "n_particles": "it is the body's number of points; pass body=",
+    "n_pairs": "it is the body's number of points times 3 ** dim; pass body=",
+    "n_groups": "it follows from the body's groups; pass body=",
+    "n_actuators": "it follows from the body's actuators; pass body=",
+}
+
+
+def largest_grid(dim):
+    """The largest n_grid whose grid momentum (n_grid ** dim cells, dim entries each) Taichi's 32-bit indexing
+    reaches."""
+    n = int(round((INDEX_LIMIT // dim) ** (1 / dim)))
+    while (n + 1) ** dim * dim <= INDEX_LIMIT:
+        n += 1
+    while n ** dim * dim > INDEX_LIMIT:
+        n -= 1
+    return n
 
 
 @dataclass
@@ -212,12 +235,19 @@ class MPM(Transfers, System):
     DT = 2e-4
 
     def __init__(self, horizon, batch=1, dt=None, body=None, n_grid=32, **values):
+        check_run("MPM", horizon, batch, dt)
+        if not (body is None or isinstance(body, Body)):
+            raise TypeError(f"MPM: body must be a tisim.systems.mpm.Body, got {type(body).__name__}")
+        dim = 2 if body is None else body.dim
+        # a grid's cells (momentum: dim entries each) are counted by 32-bit integers in the kernels
+        largest = largest_grid(dim)
+        if isinstance(n_grid, bool) or not isinstance(n_grid, (int, np.integer)) or \
+                not 2 * BAND + 2 <= n_grid <= largest:
+            raise ValueError(f"MPM: n_grid must be an integer >= {2 * BAND + 2} (and <= {largest:,} in {dim}D), "
+                             f"got {n_grid!r}")
+        check_derived("MPM", values, DERIVED)
         if body is None:
             body = Body.box([0.4, BAND / n_grid], [0.6, BAND / n_grid + 0.2], 0.5 / n_grid)
-        if not isinstance(body, Body):
-            raise TypeError(f"MPM: body must be a tisim.systems.mpm.Body, got {type(body).__name__}")
-        if isinstance(n_grid, bool) or not isinstance(n_grid, (int, np.integer)) or n_grid < 2 * BAND + 2:
-            raise ValueError(f"MPM: n_grid must be an integer >= {2 * BAND + 2}, got {n_grid!r}")
         inner = (BAND - 0.5) / n_grid
         if np.any(body.particles < inner - 1e-12) or np.any(body.particles > 1 - inner + 1e-12):
             raise ValueError(f"MPM: body particles must lie in [{inner:g}, {1 - inner:g}] on every axis (inside the "

@@ -7,8 +7,8 @@ The problem. Contact c between bodies i and j (j may be the floor) has the norma
 (v_n, v_t) at the point, and an impulse p_c = (p_n, p_t) there changes the bodies' velocities by M^-1 D_c^T p_c
 (M: masses and inertias). With v*_c the relative velocity after the contact-free step, G_cd = D_c M^-1 D_d^T (the
 Delassus matrix, W_c = G_cc) and v_c = v*_c + sum_d G_cd p_d, each contact's impulse solves its own problem given the
-others' (tisim.physics.complementarity.contact_impulse): apart (p_c = 0, v_n >= b_c), stick (v_c = (b_c, 0), |p_t| <= mu p_n)
-or slip (v_n = b_c, p_t = side mu p_n against the sliding direction). b_c closes the overlap by the step's end, or
+others' (tisim.physics.complementarity.contact_impulse): apart (p_c = 0, v_n >= b_c), stick (v_c = (b_c, 0), |p_t| <= mu
+p_n) or slip (v_n = b_c, p_t = side mu p_n against the sliding direction). b_c closes the overlap by the step's end, or
 for an impact restitutes -e times the approach speed.
 
 The solves.
@@ -31,10 +31,10 @@ import math
 
 import taichi as ti
 
-from tisim.physics.complementarity import SLIP, contact_impulse, contact_mode, contact_multiplier
-from tisim.physics.contact import cross2
 from tisim.core.phases import IMPLICIT, RESIDUAL
 from tisim.core.quantities import Scratch
+from tisim.physics.complementarity import SLIP, contact_impulse, contact_mode, contact_multiplier
+from tisim.physics.contact import cross2
 
 SWEEPS = 64  # default (most) sweeps of the qp solve: a stack of two boxes converges to round-off
 TOLERANCE = 1e-15  # the implicit solve stops when a sweep changes no impulse by more than this of the largest

@@ -8,9 +8,10 @@ velocity v_i = (vx, vy) and angular velocity omega_i (angles anticlockwise):
     I_i omega_i' = sum_c (c - p_i) x F_c - drag I_i omega_i + tau_i        (f_i, tau_i: the wrench action)
 Contacts: disc-floor and box corner-floor (ground="on"; the floor is y = 0), disc-disc, disc-box (the box point closest
 to the disc centre) and box-box (each box's corners against the other box: a vertex-face test, which misses edge-on-edge
-touches, e.g. two equally wide boxes stacked exactly aligned). The geometry (tisim.physics.contact: disk_ground, corner_ground,
-disk_disk, disk_box, corner_box) gives an overlap d, a normal n that pushes body a, and the point c in the middle of the
-overlap. With w the velocity of a's material point at c relative to b's, vn = w.n and vt = w.t (t = n turned +90 deg):
+touches, e.g. two equally wide boxes stacked exactly aligned). The geometry (tisim.physics.contact: disk_ground,
+corner_ground, disk_disk, disk_box, corner_box) gives an overlap d, a normal n that pushes body a, and the point c in
+the middle of the overlap. With w the velocity of a's material point at c relative to b's, vn = w.n and vt = w.t (t = n
+turned +90 deg):
     fn = penalty_normal(d, vn, k, restitution_damping(e, k, m_ab), softness)   m_ab = m_a m_b / (m_a + m_b); floor: m_a
     ft = friction_clip_to_stop(friction_coulomb_tanh(vt, fn, mu, eps), vt, m_t, dt)
          m_t = 1 / sum over both bodies of (1 / m + ((c - p) x t)^2 / I): the effective mass at c along t
@@ -23,8 +24,8 @@ Penetration: an impact at normal speed v sinks at most about v sqrt(m_ab / k) de
 (discretization adds 0.2% at dt sqrt(k / m_ab) = 0.12 and 2% at 0.39; m_ab overestimates the mass behind a box corner,
 so corners sink less), plus the static sag m g / k of a resting body (shared between the corners of a box).
 contact="qp": each contact's impulse p = (p_n, p_t) solves the contact's convex problem at the velocity level
-(tisim.physics.complementarity.contact_impulse): with W the contact's Delassus matrix (the relative velocity change at c per
-unit impulse, from both bodies' 1 / m and ((c - p) x n or t)^2 / I) and w* the relative velocity after the
+(tisim.physics.complementarity.contact_impulse): with W the contact's Delassus matrix (the relative velocity change at
+c per unit impulse, from both bodies' 1 / m and ((c - p) x n or t)^2 / I) and w* the relative velocity after the
 contact-free step, p_n >= 0 keeps w_n >= b, complementary, and |p_t| <= mu p_n by maximal dissipation: apart,
 stick or slip, exactly. b = d / dt closes the overlap by the step's end (a speculative contact: bodies never
 interpenetrate), or for an impact (the free step would close the gap, at an approach speed above what one step of
@@ -49,6 +50,9 @@ an integer test. Each contact advances x[b, t+1] directly, so no local set befor
 """
 import taichi as ti
 
+from tisim.core.engine import System
+from tisim.core.model import check_run
+from tisim.core.quantities import Quantity, Size
 from tisim.physics.contact import (
     corner_box,
     corner_ground,
@@ -62,9 +66,7 @@ from tisim.physics.contact import (
     restitution_damping,
     rotate,
 )
-from tisim.core.engine import System
 from tisim.physics.integrators import semi_implicit_euler
-from tisim.core.quantities import Quantity
 from tisim.systems.rigid2d.impulses import AXES, SWEEPS, Impulses
 
 NONE, DISK_DISK, DISK_BOX, CORNER_BOX, DISK_GROUND, CORNER_GROUND = range(6)  # kinds of contact
@@ -97,14 +99,14 @@ class Rigid2D(Impulses, System):
     )
     ACTION = (Quantity("wrench", 0.0, "N, N, N m", "force (fx, fy) on each body's centre and torque about it",
                        shape=("n_bodies", 3)),)
-    STRUCTURE = ("n_discs", "n_boxes", "sweeps", "n_bodies", "n_contacts", "n_sweep_contacts", "n_sweep_bodies")
-    N_DISCS_DEFAULT, N_BOXES_DEFAULT = 1, 0
-    N_DISCS_MIN = N_BOXES_MIN = 0
+    STRUCTURE = (Size("n_discs", 1, minimum=0), Size("n_boxes", 0, minimum=0), "sweeps", "n_bodies", "n_contacts",
+                 "n_sweep_contacts", "n_sweep_bodies")
     OPTIONS = {"ground": ("on", "off"), "contact": ("penalty", "qp"), "solver_gradient": ("implicit", "unrolled")}
     DT = 1e-3
 
-    def __init__(self, horizon, batch=1, dt=None, *, n_discs=N_DISCS_DEFAULT, n_boxes=N_BOXES_DEFAULT, sweeps=None,
+    def __init__(self, horizon, batch=1, dt=None, *, n_discs=1, n_boxes=0, sweeps=None,
                  **values):
+        check_run("Rigid2D", horizon, batch, dt)
         for key, count in (("n_discs", n_discs), ("n_boxes", n_boxes)):
             if isinstance(count, bool) or not isinstance(count, int) or count < 0:
                 raise ValueError(f"Rigid2D: {key} must be an integer >= 0, got {count!r}")
