@@ -7,7 +7,7 @@ export TI_SKIP_VERSION_CHECK := ON
 export TI_OFFLINE_CACHE_FILE_PATH ?= $(CURDIR)/.cache/taichi
 export MPLBACKEND := Agg
 
-.PHONY: demo test docs bench clean
+.PHONY: demo test stress docs bench clean
 
 # torch==2.13.0 (the optional PyTorch interop, tested too): these machines keep its CPU build in /opt/wheels
 WHEELS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels)
@@ -36,6 +36,11 @@ GRADIENT_TESTS := $(addprefix tests/test_,$(addsuffix .py,engine mechanisms chec
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadfile
 	TISIM_TEST_THREADS=2 $(PY) -m pytest -q -m "not perturbed" $(GRADIENT_TESTS)
+
+# the long runs of the hostile-input fuzzing (hypothesis) and of the bound-launch soak (1,500 simulator pairs made,
+# used and dropped in random order); make test runs both at a small size.
+stress: $(STAMP)
+	TISIM_FUZZ_EXAMPLES=300 TISIM_SOAK_SIMULATORS=1500 $(PY) -m pytest -q tests/test_surface.py
 
 # the documentation site, built strict: a broken link, a missing page or an unresolved API reference fails it
 # (NO_MKDOCS_2_WARNING: without the theme's notice about its successor)

@@ -86,7 +86,9 @@ def picture(sweep, size=(500, 400)):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="Step through the discrete adjoint of x[t+1] = a x[t] + theta.")
+    parser = argparse.ArgumentParser(description=(
+        "A window to step backward through the discrete adjoint of x[t+1] = a x[t] + theta, one step at a time, "
+        "with sliders for a and theta (needs a display and Vulkan, or --offscreen)."))
     parser.add_argument("--offscreen", action="store_true", help="render without a display (for scripts and tests)")
     parser.add_argument("--steps", type=int, default=0, help="press 'step back' this many times at the start")
     parser.add_argument("--frames", type=int, default=None, help="stop after this many frames (offscreen: 1)")

@@ -8,7 +8,8 @@
 # (tisim.optim.minimize) follows it. The initial guess aims straight at the target ball: the gradient only exists
 # through a collision that happens. A cue ball that misses leaves the target ball where it is, and the loss is flat in
 # the cue ball's velocity (a zero gradient, not a wrong one).
-# Prints the miss distance before and after, and writes out/billiards.gif (the optimized shot).
+# Prints the miss distance before and after, and writes out/billiards.gif (the optimized shot on the table: its
+# cushion, the goal circle labelled, a legend of the balls, the time).
 # With --gui, aim by hand: drag from the cue ball and release to shoot; press O to let the optimizer start from your
 # shot and watch its result (needs a display and Vulkan; see tisim/viz/gui.py).
 #
@@ -68,19 +69,53 @@ def optimize(sim, loss, start, iterations):
                     callback=inside, description="aiming")
 
 
-def pictures(traj, params, every):
-    """Frames of the shot, the goal under the balls, in a view that holds both."""
+FELT, CUSHION = (232, 240, 226), (150, 105, 70)
+NAMES = ("cue ball", "target ball", "other ball")
+
+
+def table(canvas, bounds):
+    """The felt inside bounds [m] and its cushion, a brown frame along the edge."""
+    xmin, xmax, ymin, ymax = bounds
+    canvas.rectangle((0.5 * (xmin + xmax), 0.5 * (ymin + ymax)), (xmax - xmin, ymax - ymin), 0.0, FELT)
+    corners = [(xmin, ymin), (xmax, ymin), (xmax, ymax), (xmin, ymax), (xmin, ymin)]
+    for p, q in zip(corners, corners[1:]):
+        canvas.line(p, q, 5.0, CUSHION)
+
+
+def layout(traj, params, size):
+    """(table, view): the table's bounds (table_view) and the world rectangle [m] a picture of size (width, height)
+    shows, with bands of 22 pixels above the table (the caption) and 28 below (the legend)."""
+    bounds = table_view(traj, params)
+    top, bottom, side = 22, 28, 8  # [px]
+    width, height = bounds[1] - bounds[0], bounds[3] - bounds[2]
+    scale = min((size[0] - 2 * side) / width, (size[1] - top - bottom) / height)  # [px/m]
+    spare = 0.5 * (size[1] / scale - height - (top + bottom) / scale)
+    low = bounds[2] - bottom / scale - spare
+    middle = 0.5 * (bounds[0] + bounds[1])
+    return bounds, (middle - 0.5 * size[0] / scale, middle + 0.5 * size[0] / scale, low, low + size[1] / scale)
+
+
+def pictures(traj, params, every, caption="billiards", size=(480, 340), dt=1e-3):
+    """Frames of the shot on the table: its cushion, the goal circle (labelled), the balls, a caption with the time
+    in a band above the table and a legend of the balls' colours in a band below it."""
     one = {k: v[0] for k, v in traj.items()}
-    xmin, xmax, ymin, ymax = viz.view_rigid2d(one, params)
-    bounds = (min(xmin, GOAL[0] - 2 * GOAL_RADIUS), max(xmax, GOAL[0] + 2 * GOAL_RADIUS),
-              min(ymin, GOAL[1] - 2 * GOAL_RADIUS), max(ymax, GOAL[1] + 2 * GOAL_RADIUS))
+    bounds, view = layout(traj, params, size)
+    side, bottom = 8, 28  # [px]
     out = []
     for t in range(0, len(one["px"]), every):
-        canvas = viz.Canvas(320, 200, bounds=bounds)
+        canvas = viz.Canvas(*size, bounds=view, background=(250, 250, 250))
+        table(canvas, bounds)
         canvas.circle(GOAL, GOAL_RADIUS, GOAL_COLOR)
+        canvas.circle(GOAL, GOAL_RADIUS, viz.MARK, filled=False, width_px=2.0)
+        canvas.text((GOAL[0], GOAL[1] - GOAL_RADIUS - 0.02), "goal", viz.MARK, anchor="centre")
         viz.draw_rigid2d(canvas, {k: v[t] for k, v in one.items()}, params)
-        out.append(canvas.image())
-    return out
+        picture = canvas.image()
+        column = side
+        for name, color in zip(NAMES, viz.drawings.RIGID_COLORS):
+            viz.write(picture, f"\u25cf {name}", (column, size[1] - bottom + 4), color, box=False)
+            column += viz.text_mask(f"\u25cf {name}").shape[1] + 16
+        out.append(picture)
+    return viz.caption(out, caption, times=[t * dt for t in range(0, len(one["px"]), every)])
 
 
 def table_view(traj, params):
@@ -134,7 +169,10 @@ def play(sim, loss, window, params, optimize_after=None):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="Aim a billiard shot by gradient descent through the collisions.")
+    parser = argparse.ArgumentParser(description=(
+        "Aim a billiard shot by gradient descent through the collisions: the cue ball's initial velocity that "
+        "sends the target ball into the goal circle. Writes billiards.gif (the optimized shot on the table, the "
+        "goal and a legend drawn); --gui to aim by hand."))
     parser.add_argument("--out", default="out", help="folder for billiards.gif (default out)")
     parser.add_argument("--iterations", type=int, default=80, help="most Adam iterations (default 80)")
     parser.add_argument("--short", action="store_true", help="a smaller GIF, for tests")
@@ -174,7 +212,10 @@ def main(argv=None):
           f"{after * 100:.2f} cm (goal radius {GOAL_RADIUS * 100:.0f} cm)")
     path = pathlib.Path(args.out) / "billiards.gif"
     params = {**{k: v[0] for k, v in sim.params.items()}, "ground": 0}
-    viz.save_gif(path, pictures(traj, params, every=200 if args.short else 50), fps=20, colors=32)
+    caption = f"billiards: optimized shot ({result.iterations} iterations)"
+    viz.save_gif(path, pictures(traj, params, every=200 if args.short else 50, caption=caption, dt=sim.dt), fps=20,
+                 colors=48, keep=(viz.BACKGROUND, viz.INK, viz.MARK, FELT, CUSHION, GOAL_COLOR,
+                                  *viz.drawings.RIGID_COLORS[:3]))
     print(f"wrote {path} ({time.perf_counter() - start_time:.1f} s)")
     return dict(miss_before=before, miss_after=after, goal_radius=GOAL_RADIUS, velocity=velocity,
                 iterations=result.iterations, gif=str(path), contact=args.contact)

@@ -8,7 +8,8 @@
 #   stage 2, land it:       a 100x heavier terminal cost and a smaller step
 # With --mpc the loss drives receding-horizon control instead: plan 1.5 s ahead, apply 0.1 s, re-plan, for 6 s, on
 # a plant whose pole is 20% heavier than the planner believes.
-# Writes out/cartpole_opt.gif (first attempt beside the optimized one) and out/cartpole_opt_loss.png. With --gui a
+# Writes out/cartpole_opt.gif (first attempt beside the optimized one) and out/cartpole_opt_loss.png (the second
+# stage's start marked); with --mpc out/cartpole_opt_mpc.gif and out/cartpole_opt_mpc.png instead. With --gui a
 # window shows each attempt while the optimization runs (needs a display and Vulkan; see tisim/viz/gui.py).
 #
 # Command: python demos/cartpole_opt.py [--mpc] [--gui] [--batch 8] [--seed 0] [--out out]
@@ -120,23 +121,39 @@ def mpc(seed, plan_steps=75, apply=5, steps=300):
                             limits=(-FORCE_LIMIT, FORCE_LIMIT), iterations=50, lr=0.05)
 
 
-def pictures(out, first, final, params, history, b):
-    """The first attempt beside the final one, as a GIF, and the loss history."""
+def pictures(out, first, final, params, history, b, *, stages=(), mpc=False, dt=0.02):
+    """The first attempt beside the final one, captioned, as a GIF, and the loss history: cartpole_opt.gif and
+    cartpole_opt_loss.png, or with mpc cartpole_opt_mpc.gif and cartpole_opt_mpc.png (the loss of each re-plan)."""
     both = {k: np.concatenate([first[k][b], final[k][b]]) for k in final}
     view = viz.view_cartpole(both, {k: float(v[0]) for k, v in params.items()})
-    before = viz.frames("Cartpole", first, params, batch_index=b, every=2, bounds=view)
-    after = viz.frames("Cartpole", final, params, batch_index=b, every=2, bounds=view)
-    gif = viz.save_gif(out / "cartpole_opt.gif", viz.side_by_side(before, after), fps=25)
-    plot = plots.plot_history(history, out / "cartpole_opt_loss.png", title="cart-pole swing-up")
+    captions = ("cart-pole, no force", "receding horizon, heavier pole") if mpc else \
+        ("cart-pole, first attempt", "optimized")
+    before = viz.frames("Cartpole", first, params, batch_index=b, every=2, bounds=view, caption=captions[0], dt=dt)
+    after = viz.frames("Cartpole", final, params, batch_index=b, every=2, bounds=view, caption=captions[1], dt=dt)
+    name = "cartpole_opt_mpc" if mpc else "cartpole_opt"
+    gif = viz.save_gif(out / f"{name}.gif", viz.side_by_side(before, after), fps=25)
+    if mpc:
+        plot = plots.plot_history(history, out / f"{name}.png", xlabel="re-plan (every 0.1 s)",
+                                  title="cart-pole, receding horizon: each re-plan's loss after its 50 iterations")
+    else:
+        plot = plots.plot_history(history, out / f"{name}_loss.png", stages=stages, loss_label="loss (batch sum)",
+                                  title="cart-pole swing-up: stage 1 finds a swing, stage 2 lands it "
+                                        "(100x terminal cost)")
     return gif, plot
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="Cart-pole swing-up by gradient descent through the simulator.")
-    parser.add_argument("--batch", type=int, default=8, help="random starting sequences optimized at once")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--mpc", action="store_true", help="receding-horizon control on a mismatched plant")
-    parser.add_argument("--out", default="out", help="folder for the GIF and the loss plot")
+    parser = argparse.ArgumentParser(description=(
+        "Swing a cart-pole up from hanging and hold it upright: 200 forces (4 s) optimized by gradient descent "
+        "through the simulator, in two stages (find a swing, then land it). Writes cartpole_opt.gif (the first "
+        "attempt beside the optimized one) and cartpole_opt_loss.png (loss and gradient norm per iteration)."))
+    parser.add_argument("--batch", type=int, default=8,
+                        help="random starting force sequences optimized at once; the best one wins (default 8)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random starting forces (default 0)")
+    parser.add_argument("--mpc", action="store_true",
+                        help="receding-horizon control instead (plan 1.5 s, apply 0.1 s, re-plan) on a plant whose "
+                             "pole is 20%% heavier than the planner's; writes cartpole_opt_mpc.gif and .png")
+    parser.add_argument("--out", default="out", help="folder for the GIF and the loss plot (default out)")
     parser.add_argument("--gui", action="store_true", help="watch the optimization in a window")
     args = parser.parse_args(argv)
     window = None
@@ -149,8 +166,10 @@ def main(argv=None):
     started = time.perf_counter()
     if args.mpc:
         run = mpc(args.seed)
-        traj, best, iterations, history = run.states, 0, sum(p.iterations for p in run.plans), run.plans[0].history
+        traj, best, iterations = run.states, 0, sum(p.iterations for p in run.plans)
+        history = [p.history[-1] for p in run.plans]  # each re-plan's last iteration
         first = tisim.systems.Cartpole(horizon=traj["x"].shape[1] - 1, theta=np.pi).rollout()  # no force at all
+        stages = ()
     else:
         sim = tisim.systems.Cartpole(horizon=HORIZON, batch=args.batch, theta=np.pi)
         find, land = swing_up(sim, args.seed, progress=window is None,
@@ -158,10 +177,12 @@ def main(argv=None):
         traj = sim.rollout()
         best = int(np.argmin(sim.gradient(swing_up_loss(sim, 100.0)).per_batch))
         iterations, history = find.iterations + land.iterations, find.history + land.history
+        stages = [(find.iterations, "stage 2")]
         sim.set_actions(first_attempt(sim, args.seed))
         first = sim.rollout()
     seconds = time.perf_counter() - started
-    gif, plot = pictures(pathlib.Path(args.out), first, traj, tisim.systems.Cartpole(horizon=1).params, history, best)
+    gif, plot = pictures(pathlib.Path(args.out), first, traj, tisim.systems.Cartpole(horizon=1).params, history, best,
+                         stages=stages, mpc=args.mpc)
     result = summary(traj, best)
     result.update(iterations=iterations, seconds=seconds, success=succeeded(result))
     print(f"{'receding-horizon' if args.mpc else 'open-loop'} swing-up: {iterations} iterations in {seconds:.1f} s")

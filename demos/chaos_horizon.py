@@ -65,8 +65,9 @@ def print_table(steps, seconds, cases, rows=20):
 
 def plot(seconds, cases, path):
     from matplotlib.figure import Figure
+    from matplotlib.ticker import NullFormatter
 
-    figure = Figure(figsize=(11, 4.2))
+    figure = Figure(figsize=(11, 4.4), layout="constrained")
     exp_axes, power_axes = figure.subplots(1, 2)
     for name, c in cases.items():
         t = seconds[c["grow"]]
@@ -77,17 +78,19 @@ def plot(seconds, cases, path):
         power_axes.loglog(t, np.exp(np.polyval(np.polyfit(np.log(t), np.log(c["norm"][c["grow"]]), 1), np.log(t))),
                           "--", color=line.get_color(), label=f"fit: ~ t^{c['power']:.2f}")
     exp_axes.set(title="exponential growth: a line here (slope = lambda)", ylabel="||dx_T/dx_0||_2")
-    power_axes.set(title="polynomial growth: a line here (slope = power)")
+    power_axes.set(title="polynomial growth: a line here (slope = power)", ylabel="||dx_T/dx_0||_2")
+    power_axes.xaxis.set_minor_formatter(NullFormatter())  # the minor ticks' labels ran into each other
     for ax in (exp_axes, power_axes):
         ax.set(xlabel="horizon T dt [s]")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-    figure.tight_layout()
+        ax.legend(fontsize=8, loc="upper left")  # the curves start low on the left
     figure.savefig(path, dpi=110)
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="||dx_T/dx_0|| against T: chaotic double pendulum, regular pendulum.")
+    parser = argparse.ArgumentParser(description=(
+        "How a gradient grows with the horizon: ||dx_T/dx_0|| against T for a chaotic double pendulum "
+        "(exponential) and a regular pendulum (polynomial). Writes chaos_horizon.png."))
     parser.add_argument("--out", default="out", help="folder for chaos_horizon.png (default out)")
     parser.add_argument("--seconds", type=float, help="longest horizon [s] (default 20; 6 with --short)")
     parser.add_argument("--horizons", type=int, help="number of evenly spaced horizons (default 40; 12 with --short)")

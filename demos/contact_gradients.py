@@ -123,32 +123,47 @@ def print_table(name, setting, r, rows=16):
 
 
 def plot(results, path):
+    """One panel per contact model in a grid (three a row), each its gradients against the initial height with the
+    loss on a second axis; one legend for all, below the grid."""
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(4.8 * len(results), 4.5))
-    for ax, (name, r) in zip(figure.subplots(1, len(results), sharey=True), results.items()):
+    columns = min(3, len(results))
+    rows = -(-len(results) // columns)
+    figure = Figure(figsize=(5.2 * columns, 4.0 * rows + 0.8), layout="constrained")
+    panels = np.atleast_1d(figure.subplots(rows, columns, sharey=True, squeeze=False)).ravel()
+    handles = {}
+    for ax, (name, r) in zip(panels, results.items()):
         x = r["input"]
         for k, xs in enumerate(x[r["regime"] == "switch"]):
             ax.axvspan(xs - 0.5 * (x[1] - x[0]), xs + 0.5 * (x[1] - x[0]), color="0.9",
                        label=None if k else "rebound count changes")
-        ax.plot(x, r["backward"], ".", color="tab:red", label="backward")
+        ax.plot(x, r["backward"], ".", color="tab:red", label="backward pass")
         ax.plot(x, r["central"], "-", color="k", label="central difference")
         ax.errorbar(x, r["smoothed"], yerr=2 * r["smoothed_se"], fmt="o-", ms=3, label="smoothed (+-2 se)")
         ax.set_yscale("symlog", linthresh=1.0)
-        ax.set(xlabel="initial height py0 [m]", ylabel="dL/dpy0 [-] (symlog)",
-               title=f"{name} contact: median |backward - central| = {r['disagreement']:.2g} x scale")
+        ax.set(xlabel="initial height py0 [m]", ylabel="dL/dpy0 [m/m] (symlog)",
+               title=f"{name} contact\nmedian |backward - central| = {r['disagreement']:.2g} x scale")
+        ax.title.set_fontsize(10)
         ax.grid(True, alpha=0.3)
         twin = ax.twinx()
         twin.plot(x, r["loss"], color="tab:green", alpha=0.6, label="loss L = py_T [m]")
         twin.set_ylabel("L = py_T [m]")
-        ax.legend(loc="upper left", fontsize=8), twin.legend(loc="upper right", fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
+        for axes in (ax, twin):
+            for handle, label in zip(*axes.get_legend_handles_labels()):
+                handles.setdefault(label, handle)
+    for ax in panels[len(results):]:
+        ax.set_visible(False)
+    figure.legend(list(handles.values()), list(handles), loc="outside lower center", ncols=min(5, len(handles)),
+                  fontsize=9)
+    figure.savefig(path, dpi=100)
+    return figure
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="dL/dpy0 through contact: backward pass, central differences and "
-                                                 "randomized smoothing, for hard and soft contact.")
+    parser = argparse.ArgumentParser(description=(
+        "Gradients through contact: dL/dpy0 of a bouncing ball's final height against its initial height, from the "
+        "backward pass, central differences and randomized smoothing, for each contact model. Writes "
+        "contact_gradients.png (one panel per model) and contact_gradients.json."))
     parser.add_argument("--out", default="out", help="folder for contact_gradients.png (default out)")
     parser.add_argument("--points", type=int, help="sweep points (default 65; 17 with --short)")
     parser.add_argument("--samples", type=int, help="smoothing samples per point (default 256; 64 with --short)")

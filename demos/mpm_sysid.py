@@ -57,21 +57,28 @@ def main(iterations=80, seed=0, out="out"):
     folder = pathlib.Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "mpm_sysid.json").write_text(json.dumps(figures, indent=2))
-    picture(truth, model, folder / "mpm_sysid.gif")
+    gif = picture(truth, model, folder / "mpm_sysid.gif", iterations)
+    print(f"wrote {folder / 'mpm_sysid.json'} and {gif}")
     return figures
 
 
-def picture(truth, model, path):
+def picture(truth, model, path, iterations):
+    """The recorded jelly beside the fitted one, captioned; returns the GIF's path."""
     bounds = (0.0, 1.0, 0.0, 1.0)
-    true_frames = viz.frames(truth, truth.rollout(), every=40, size=(200, 200), bounds=bounds)
-    fit_frames = viz.frames(model, model.rollout(), every=40, size=(200, 200), bounds=bounds)
-    viz.save_gif(path, viz.side_by_side(true_frames, fit_frames), fps=15)
+    true_frames = viz.frames(truth, truth.rollout(), every=40, size=(220, 220), bounds=bounds,
+                             caption="jelly: recorded")
+    fit_frames = viz.frames(model, model.rollout(), every=40, size=(220, 220), bounds=bounds,
+                            caption=f"fitted ({iterations} iterations)")
+    return viz.save_gif(path, viz.side_by_side(true_frames, fit_frames), fps=15)
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--iterations", type=int, default=80)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="out")
+    parser = argparse.ArgumentParser(description=(
+        "Identify a 2D jelly's Young's modulus and Poisson's ratio from noisy frames of it dropping and bouncing, "
+        "by gradient descent through the material point method. Writes mpm_sysid.json (true, guessed and fitted "
+        "values) and mpm_sysid.gif (the recorded jelly beside the fitted one)."))
+    parser.add_argument("--iterations", type=int, default=80, help="Adam iterations (default 80)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the observation noise (default 0)")
+    parser.add_argument("--out", default="out", help="folder for mpm_sysid.json and mpm_sysid.gif (default out)")
     args = parser.parse_args()
     main(args.iterations, args.seed, args.out)

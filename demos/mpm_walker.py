@@ -9,9 +9,9 @@
 # (the grid recomputed per step), and the chain rule through the pattern gives the coefficients'. Three gaits drawn
 # from --seed learn side by side as one batch, each gradient normalized before Adam's step, and the best gait any
 # of them reaches is kept: alone, seed 4's gait stalled at 0.8 body lengths.
-# Why this recipe (measured; the README has the figures): over 1 s (2,000 steps) the walk is chaotic, a step of
-# 0.01 along the gradient already loses 4 cm where the slope promised a gain, and seeds stall or blow up; over 0.5 s
-# a step of 0.1 still gains what the slope predicts.
+# Why this recipe (measured; docs/tutorials/mpm.md has the figures): over 1 s (2,000 steps) the walk is chaotic, a
+# step of 0.01 along the gradient already loses 4 cm where the slope promised a gain, and seeds stall or blow up; over
+# 0.5 s a step of 0.1 still gains what the slope predicts.
 # Prints the distance walked per iteration and writes out/mpm_walker.gif (the first gait above the best one) and
 # out/mpm_walker.json (dimension, seed, starts, the first and the best distance in metres and in body lengths,
 # iterations, seconds). With --gui it then replays the best gait in a window until it is closed (in 3D the camera
@@ -100,13 +100,23 @@ def walk(dim, seed, iterations, horizon=HORIZON, starts=STARTS, report=print):
     return sim, actions, distances, result
 
 
-def pictures(sim, actions, path):
-    """The first gait above the best one, one GIF (a 3D walker seen from its side)."""
-    rows = []
+def pictures(sim, actions, path, iterations):
+    """The first gait above the best one, one GIF, each captioned; a 3D walker is seen from the front right, one
+    camera framing both gaits' paths."""
+    captions = {"first": f"{sim.sizes['dim']}D MPM walker: first gait",
+                "best": f"{sim.sizes['dim']}D MPM walker: optimized gait ({iterations} iterations)"}
+    rollouts = {}
     for name in ("first", "best"):
         sim.set_actions(np.broadcast_to(actions[name], (sim.B,) + actions[name].shape))
-        rows.append(viz.frames(sim, sim.rollout(), every=40, size=(400, 150), bounds=(0.0, 1.0, 0.0, 0.375)))
-    return viz.save_gif(path, [np.concatenate(pair, axis=0) for pair in zip(*rows)], fps=25, colors=16)
+        rollouts[name] = {k: v[:1] for k, v in sim.rollout().items()}
+    camera = None
+    if sim.sizes["dim"] == 3:
+        boxes = [viz.rollout_box(r, {"n_grid": sim.sizes["n_grid"]}) for r in rollouts.values()]
+        camera = viz.fit_camera(np.min([b[0] for b in boxes], axis=0), np.max([b[1] for b in boxes], axis=0),
+                                (400, 150), (0.3, 0.3, 1.0), band=viz.CAPTION_BAND)
+    rows = [viz.frames(sim, rollouts[name], every=40, size=(400, 150), bounds=(0.0, 1.0, 0.0, 0.375),
+                       caption=captions[name], camera=camera) for name in rollouts]
+    return viz.save_gif(path, [np.concatenate(pair, axis=0) for pair in zip(*rows)], fps=25, colors=64)
 
 
 def open_window(dim, offscreen=False):
@@ -121,7 +131,7 @@ def replay(sim, actions, window, rounds=None):
     sim.set_actions(np.broadcast_to(actions, (sim.B,) + actions.shape))
     rollout = sim.rollout()
     if isinstance(window, Scene):
-        return viz.orbit(sim, rollout, window, rounds=rounds, distance=1.0, height=0.45)
+        return viz.orbit(sim, rollout, window, rounds=rounds)  # the camera as close as the walk allows
     pictures = viz.frames(sim, rollout, every=20, size=window.size, bounds=(0.0, 1.0, 0.0, 0.375))
     shown = 0
     while window.running and rounds != shown:
@@ -133,13 +143,16 @@ def replay(sim, actions, window, rounds=None):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="Optimize a periodic gait for a soft MPM walker.")
-    parser.add_argument("--dim", type=int, default=2, choices=(2, 3))
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--iterations", type=int, default=100)
+    parser = argparse.ArgumentParser(description=(
+        "Teach a soft walker made of material points (MPM) to walk right: a periodic pattern for each of its 4 "
+        "actuators, optimized with Adam by gradients through the whole rollout. Writes mpm_walker.json and "
+        "mpm_walker.gif (the first gait above the best one; in 3D needs Vulkan)."))
+    parser.add_argument("--dim", type=int, default=2, choices=(2, 3), help="2D or 3D walker (default 2)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the starting gaits (default 0)")
+    parser.add_argument("--iterations", type=int, default=100, help="Adam iterations (default 100)")
     parser.add_argument("--horizon", type=int, default=HORIZON, help="steps of 0.5 ms (default 1000: 0.5 s)")
     parser.add_argument("--starts", type=int, default=STARTS, help="gaits optimized side by side (batch size)")
-    parser.add_argument("--out", default="out")
+    parser.add_argument("--out", default="out", help="folder for mpm_walker.json and mpm_walker.gif (default out)")
     parser.add_argument("--gui", action="store_true", help="replay the best gait in a window")
     parser.add_argument("--offscreen", action="store_true", help="with --gui: no display, one replay (for tests)")
     args = parser.parse_args(argv)
@@ -159,7 +172,8 @@ def main(argv=None):
     print(f"{args.dim}D walker, seed {args.seed}: {distances['first']:+.3f} m with the first gait, "
           f"{distances['best']:+.3f} m ({figures['best_body_lengths']:.2f} body lengths) with the best of "
           f"{result.iterations} iterations ({result.seconds:.0f} s); wrote {out / 'mpm_walker.json'}")
-    gif = picture_or_reason(lambda: pictures(sim, actions, out / "mpm_walker.gif"))  # in 3D: GGUI, so Vulkan
+    # in 3D the pictures need GGUI, so Vulkan
+    gif = picture_or_reason(lambda: pictures(sim, actions, out / "mpm_walker.gif", result.iterations))
     if gif:
         print(f"wrote {gif}")
     replays = 0

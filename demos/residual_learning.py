@@ -84,9 +84,12 @@ def pure_network(data, initial, iterations, seed=0):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="Fit physics, physics plus a residual network, and a pure network.")
-    parser.add_argument("--iterations", type=int, default=400)
-    parser.add_argument("--out", default="out")
+    parser = argparse.ArgumentParser(description=(
+        "Model a damped pendulum with a force the physics model lacks three ways: physics only, physics plus a "
+        "small residual network inside the step, and a pure network; all fitted to one recorded swing and judged "
+        "on another. Writes residual_learning.png (the held-out swing and each model's error)."))
+    parser.add_argument("--iterations", type=int, default=400, help="Adam iterations per model (default 400)")
+    parser.add_argument("--out", default="out", help="folder for residual_learning.png (default out)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     train, test = starts(1), starts(2)
@@ -107,25 +110,24 @@ def main(argv=None):
           f"{TRUE['l']}); training took {time.perf_counter() - started:.1f} s")
     path = pathlib.Path(args.out) / "residual_learning.png"
     plot(truth, predictions, errors, path)
+    print(f"wrote {path}")
     return dict(errors=errors, seconds=time.perf_counter() - started, png=path)
 
 
 def plot(truth, predictions, errors, path):
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(9, 3.5))
+    figure = Figure(figsize=(10, 3.8), layout="constrained")
     swing, bars = figure.subplots(1, 2, gridspec_kw={"width_ratios": [3, 1]})
     t = np.arange(truth.shape[1]) * DT
     swing.plot(t, truth[0], "k", lw=2, label="reality")
     for name, p in predictions.items():
         swing.plot(t, p[0], label=name)
-    swing.set_xlabel("t [s]")
-    swing.set_ylabel("theta [rad]")
-    swing.legend(fontsize=8)
+    swing.set(xlabel="t [s]", ylabel="theta [rad]", title="a held-out swing: reality and each fitted model")
+    swing.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     bars.bar(range(len(errors)), list(errors.values()))
     bars.set_xticks(range(len(errors)), [n.replace(" ", "\n") for n in errors], fontsize=7)
-    bars.set_ylabel("held-out RMS [rad]")
-    figure.tight_layout()
+    bars.set(ylabel="held-out RMS error [rad]", xlabel="model", title="error")
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=100)
 

@@ -8,7 +8,8 @@
 # gradient sees the impact coming. Adam, from a throw that bounces off the wall but ends 24 cm from the target.
 #
 # Command: python demos/soft_throw.py [--iterations 60] [--out out] [--gui]
-#          -> out/soft_throw.json (the figures) and out/soft_throw.gif (first and last throw side by side);
+#          -> out/soft_throw.json (the figures) and out/soft_throw.gif (the first throw beside the optimized one,
+#             the target drawn and labelled, one camera framing both paths and the wall);
 #          --gui then replays the best throw in a window, the camera circling the ball
 import argparse
 import itertools
@@ -38,6 +39,22 @@ def ball():
     robot = from_cells(cells, {}, spacing=0.03, bottom=0.255, name="ball")
     robot.particles[:, [0, 2]] += [0.155, 0.455]
     return robot
+
+
+MARKS = [((TARGET[0], 0.0, TARGET[1]), TARGET_RADIUS, "target")]  # the target on the floor, labelled
+
+
+def pictures(sim, first_path, best_path, iterations, path):
+    """The first throw beside the optimized one, captioned, one camera framing both paths, the wall and the target."""
+    rollouts = [{"pos": p[None], "vel": np.zeros_like(p[None])} for p in (first_path, best_path)]
+    params = {"box_center": [WALL[0]], "box_half": [WALL[1]]}
+    boxes = [viz.rollout_box(r, params, MARKS) for r in rollouts]
+    camera = viz.fit_camera(np.min([b[0] for b in boxes], axis=0), np.max([b[1] for b in boxes], axis=0), (320, 240),
+                            band=viz.CAPTION_BAND)
+    captions = ("soft throw: first attempt", f"optimized ({iterations} iterations)")
+    panels = [viz.frames(sim, r, every=80, marks=MARKS, camera=camera, caption=words)
+              for r, words in zip(rollouts, captions)]
+    return viz.save_gif(path, viz.side_by_side(*panels), fps=12)
 
 
 def main(iterations=60, out="out", progress=True, gui=False, offscreen=False):
@@ -86,11 +103,11 @@ def main(iterations=60, out="out", progress=True, gui=False, offscreen=False):
     folder = pathlib.Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "soft_throw.json").write_text(json.dumps(figures, indent=2))
-    gif = picture_or_reason(lambda: viz.save_gif(folder / "soft_throw.gif", viz.side_by_side(*(
-        viz.frames(sim, {"pos": path[None], "vel": np.zeros_like(path[None])}, every=80)
-        for path in (first_path, best_path))), fps=12))
+    print(f"wrote {folder / 'soft_throw.json'}")
+    gif = picture_or_reason(lambda: pictures(sim, first_path, best_path, result.iterations, folder / "soft_throw.gif"))
     if gif:
         figures["gif"] = str(gif)
+        print(f"wrote {gif}")
     if gui:  # the best throw, the camera circling the ball, until the window is closed (opened after the GIF's
         # scene was closed: a window open while another scene closed crashed in GGUI)
         with Scene((800, 600), offscreen=offscreen, title="tisim: soft throw") as window:
@@ -99,12 +116,20 @@ def main(iterations=60, out="out", progress=True, gui=False, offscreen=False):
     return figures
 
 
+def parse(argv=None):
+    parser = argparse.ArgumentParser(description=(
+        "Throw a soft ball of springs off a wall so that it comes to rest inside a 5 cm target on the floor: the "
+        "throw's velocity and spin are optimized with Adam, by gradients through both impacts and the rolling. "
+        "Writes soft_throw.json and soft_throw.gif (the first throw beside the optimized one, the target drawn)."))
+    parser.add_argument("--iterations", type=int, default=60, help="Adam iterations (default 60)")
+    parser.add_argument("--out", default="out", help="folder for soft_throw.json and soft_throw.gif (default out)")
+    parser.add_argument("--gui", action="store_true",
+                        help="then replay the best throw in a window, the camera circling the ball (needs Vulkan)")
+    return parser, parser.parse_args(argv)
+
+
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="Throw a soft ball off a wall into a target.")
-    parser.add_argument("--iterations", type=int, default=60)
-    parser.add_argument("--out", default="out")
-    parser.add_argument("--gui", action="store_true", help="then replay the best throw in a window")
-    args = parser.parse_args()
+    parser, args = parse()
     if args.iterations < 0:
         parser.error(f"--iterations must be >= 0, got {args.iterations}")
     try:

@@ -9,7 +9,7 @@
 # the rollout (contact and friction included), and the chain rule through the pattern gives the gradient for the
 # coefficients. The distance walked is the mean x of the particles after 1 s, from where they started.
 #
-# The recipe, and why (tisim/systems/mass_spring/system.py; the measurements are in the README):
+# The recipe, and why (tisim/systems/mass_spring/system.py; the measurements are in docs/tutorials/soft_walker.md):
 # - dt = 0.5 ms, MassSpring's own step: at 1 ms the ground damping reverses a landing particle's vertical velocity
 #   every step (dt kd / m = 2), the rollout turns chaotic and its gradient with it.
 # - friction's velocity scale eps = 0.1 m/s: at 0.05 a loaded foot's friction can overshoot zero slip in a step.
@@ -88,25 +88,39 @@ def walk(robot, iterations, seed, starts=STARTS, report=print):
     return sim, actions, distances, losses, result
 
 
-def pictures(sim, actions, path):
-    """The first attempt above the best one, one GIF."""
+def pictures(sim, actions, path, iterations):
+    """The first attempt above the best one, one GIF, each captioned; a 3D robot is seen from the front right, one
+    camera framing both gaits' paths."""
     trajectories = {}
     for name, a in actions.items():
         sim.set_actions(np.broadcast_to(a, (sim.B,) + a.shape))
         trajectories[name] = {k: v[:1] for k, v in sim.rollout().items()}
     reach = np.concatenate([t["pos"][0, :, :, 0].ravel() for t in trajectories.values()])
-    bounds = (reach.min() - 0.05, reach.max() + 0.05, -0.05, 0.3)
-    rows = [viz.frames(sim, trajectories[name], every=50, size=(400, 130), bounds=bounds) for name in actions]
-    return viz.save_gif(path, [np.concatenate(pair, axis=0) for pair in zip(*rows)], fps=20, colors=16)
+    bounds = (reach.min() - 0.05, reach.max() + 0.05, -0.05, 0.37)  # room above the robot for the caption
+    camera = None
+    if sim.sizes.get("dim") == 3:
+        boxes = [viz.rollout_box(t) for t in trajectories.values()]
+        camera = viz.fit_camera(np.min([b[0] for b in boxes], axis=0), np.max([b[1] for b in boxes], axis=0),
+                                (400, 130), (0.3, 0.3, 1.0), band=viz.CAPTION_BAND)
+    captions = {"first": f"{sim.robot.name}: first gait",
+                "best": f"{sim.robot.name}: optimized gait ({iterations} iterations)"}
+    rows = [viz.frames(sim, trajectories[name], every=50, size=(400, 130), bounds=bounds, camera=camera,
+                       caption=captions.get(name, name)) for name in actions]
+    return viz.save_gif(path, [np.concatenate(pair, axis=0) for pair in zip(*rows)], fps=20, colors=64)
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="Optimize a periodic gait for a mass-spring robot.")
-    parser.add_argument("--robot", default="quadruped", help="a name in assets/robots/ or a robot JSON file")
-    parser.add_argument("--iterations", type=int, default=60)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--starts", type=int, default=STARTS, help="gaits optimized side by side (batch size)")
-    parser.add_argument("--out", default="out")
+    parser = argparse.ArgumentParser(description=(
+        "Teach a mass-spring robot to walk right: a periodic pattern per actuator, optimized with Adam by gradients "
+        "through the rollout, contact and friction included. Writes soft_walker.json and soft_walker.gif (the "
+        "first gait above the best one; a 3D robot needs Vulkan)."))
+    parser.add_argument("--robot", default="quadruped",
+                        help="a name in assets/robots/ (quadruped, biped, worm, quadruped3d) or a robot JSON file")
+    parser.add_argument("--iterations", type=int, default=60, help="Adam iterations (default 60)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the starting gaits (default 0)")
+    parser.add_argument("--starts", type=int, default=STARTS,
+                        help=f"gaits optimized side by side, one batch (default {STARTS})")
+    parser.add_argument("--out", default="out", help="folder for soft_walker.json and soft_walker.gif (default out)")
     args = parser.parse_args(argv)
     if args.iterations < 1 or args.starts < 1:
         parser.error(f"--iterations and --starts must be >= 1, got {args.iterations} and {args.starts}")
@@ -118,7 +132,8 @@ def main(argv=None):
     (out / "soft_walker.json").write_text(json.dumps(figures, indent=1) + "\n")
     print(f"{sim.robot.name}: walked {distances['first']:+.3f} m with the first gait, {distances['best']:+.3f} m "
           f"with the best of {result.iterations} iterations ({result.seconds:.1f} s); wrote {out / 'soft_walker.json'}")
-    gif = picture_or_reason(lambda: pictures(sim, actions, out / "soft_walker.gif"))  # in 3D: GGUI, so Vulkan
+    # in 3D the pictures need GGUI, so Vulkan
+    gif = picture_or_reason(lambda: pictures(sim, actions, out / "soft_walker.gif", result.iterations))
     if gif:
         print(f"wrote {gif}")
     return dict(figures, best_loss=losses["best"], best_recorded=losses["recorded"], history=result.history, gif=gif)

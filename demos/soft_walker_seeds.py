@@ -3,9 +3,9 @@
 # Runs the soft walker's optimization (the same recipe and defaults) for each robot in assets/robots/ and each seed,
 # prints one row per run (the distance walked in the 1 s horizon by the first gait and by the best one, iterations,
 # seconds) and a summary per robot (how many runs walked at least the target, the range of the best distance), and
-# writes every figure to out/soft_walker_seeds.json. These are the figures the README quotes. With --last-bits 1e-12
-# every input of every simulator is shrunk by a random relative 1e-12 (tisim.diagnostics.last_bits), as another CPU's
-# rounding would move it: the table should hold all the same.
+# writes every figure to out/soft_walker_seeds.json. These are the figures docs/tutorials/soft_walker.md quotes.
+# With --last-bits 1e-12 every input of every simulator is shrunk by a random relative 1e-12
+# (tisim.diagnostics.last_bits), as another CPU's rounding would move it: the table should hold all the same.
 #
 # Command: python demos/soft_walker_seeds.py [--robots biped,quadruped,worm] [--seeds 0-9] [--iterations 60]
 #          [--starts 3] [--target 0.25] [--last-bits 0] [--last-bits-seed 1] [--out out]
@@ -43,15 +43,18 @@ def run(robot, seed, iterations, starts, target):
 
 def main(argv=None):
     robots = ",".join(sorted(p.stem for p in (ASSETS / "robots").glob("*.json")))
-    parser = argparse.ArgumentParser(description="The soft walker over robots and seeds.")
+    parser = argparse.ArgumentParser(description=(
+        "Run the soft walker's optimization for every robot and seed and tabulate how far each walks (the first "
+        "and the best gait): the figures the soft walker's tutorial quotes. Writes soft_walker_seeds.json."))
     parser.add_argument("--robots", default=robots, help=f"comma-separated robot names (default {robots})")
-    parser.add_argument("--seeds", type=seed_range, default=seed_range("0-9"))
-    parser.add_argument("--iterations", type=int, default=60)
-    parser.add_argument("--starts", type=int, default=STARTS)
+    parser.add_argument("--seeds", type=seed_range, default=seed_range("0-9"),
+                        help="seeds to run: a range like 0-9, or one seed like 3 (default 0-9)")
+    parser.add_argument("--iterations", type=int, default=60, help="Adam iterations per run (default 60)")
+    parser.add_argument("--starts", type=int, default=STARTS, help=f"gaits side by side per run (default {STARTS})")
     parser.add_argument("--target", type=float, default=0.25, help="distance that counts as walking [m]")
     parser.add_argument("--last-bits", type=float, default=0.0, help="shrink every input by up to this (relative)")
-    parser.add_argument("--last-bits-seed", type=int, default=1)
-    parser.add_argument("--out", default="out")
+    parser.add_argument("--last-bits-seed", type=int, default=1, help="seed of the --last-bits perturbation")
+    parser.add_argument("--out", default="out", help="folder for soft_walker_seeds.json (default out)")
     args = parser.parse_args(argv)
     if args.iterations < 1 or args.starts < 1:
         parser.error(f"--iterations and --starts must be >= 1, got {args.iterations} and {args.starts}")

@@ -64,14 +64,19 @@ def fit(config):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="Identify many cart-poles from their recordings, as a sweep.")
-    parser.add_argument("--recordings", type=int, default=64)
-    parser.add_argument("--backend", default="processes", choices=sweep.BACKENDS)
+    parser = argparse.ArgumentParser(description=(
+        "Identify many cart-poles, one per noisy recording, as a sweep of independent jobs (processes, threads or "
+        "a Ray cluster) that resumes where it stopped. Writes sweep_sysid.json and sweep_sysid.png (fitted "
+        "against true value per parameter)."))
+    parser.add_argument("--recordings", type=int, default=64, help="recordings, one job each (default 64)")
+    parser.add_argument("--backend", default="processes", choices=sweep.BACKENDS,
+                        help="where the jobs run (default processes)")
     parser.add_argument("--workers", type=int, default=None, help="jobs at once (default: one per core or CPU)")
     parser.add_argument("--address", default=None, help="a running Ray cluster's HOST:PORT (implies --backend ray)")
-    parser.add_argument("--iterations", type=int, default=1500)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="out")
+    parser.add_argument("--iterations", type=int, default=1500, help="Adam iterations per recording (default 1500)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the recordings' true values and noise")
+    parser.add_argument("--out", default="out", help="folder for the JSON, the PNG and the sweep's results "
+                                                      "(default out)")
     args = parser.parse_args(argv)
     if args.recordings < 1 or args.iterations < 1:
         parser.error("--recordings and --iterations must be at least 1")

@@ -6,8 +6,11 @@
 # and angles are observed; velocities are not (NaN in the data). The fit starts from textbook values; the masses,
 # length and friction are fitted in log space, so they stay positive.
 #
-# Command: python demos/sysid.py [--record]
+# Prints the true, initial and fitted values and writes out/sysid.json (the same figures).
+#
+# Command: python demos/sysid.py [--record] [--iterations 600] [--out out]
 import argparse
+import json
 import pathlib
 
 import numpy as np
@@ -66,9 +69,14 @@ def report(name, guess, fitted, true):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="Fit physical parameters to recorded trajectories.")
-    parser.add_argument("--record", action="store_true", help="re-make the recordings in assets/data/")
-    parser.add_argument("--iterations", type=int, default=600)
+    parser = argparse.ArgumentParser(description=(
+        "System identification: fit a cart-pole's masses, pole length and track friction, and a sliding block's "
+        "friction coefficient, to the noisy recordings in assets/data/, by gradient descent through the "
+        "simulator. Prints true, initial and fitted values; writes sysid.json."))
+    parser.add_argument("--record", action="store_true",
+                        help="first re-make the recordings in assets/data/ from the true values")
+    parser.add_argument("--iterations", type=int, default=600, help="Adam iterations per system (default 600)")
+    parser.add_argument("--out", default="out", help="folder for sysid.json, the fitted figures (default out)")
     args = parser.parse_args(argv)
     cartpole, block = DATA / "cartpole_sysid.npz", DATA / "sliding_block_sysid.npz"
     if args.record:
@@ -81,6 +89,12 @@ def main(argv=None):
         fitted, true, result = fit(system, path, guess, iterations=args.iterations)
         report(name, guess, fitted, true)
         results[name] = dict(fitted=fitted, true=true, loss=result.loss, seconds=result.seconds)
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "sysid.json").write_text(json.dumps({name: {k: (float(v) if k in ("loss", "seconds") else v)
+                                                       for k, v in r.items()} for name, r in results.items()},
+                                               indent=2) + "\n")
+    print(f"wrote {out / 'sysid.json'}")
     return results
 
 

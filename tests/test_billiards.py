@@ -1,5 +1,6 @@
 """Smoke test of demos/billiards.py: the optimized shot puts the target ball inside the goal circle."""
 import pytest
+
 from conftest import load_demo
 
 

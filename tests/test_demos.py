@@ -3,9 +3,10 @@ import json
 
 import numpy as np
 import pytest
-from conftest import load_demo
 
 from tisim.gui import WindowUnavailable, window_problem
+
+from conftest import load_demo
 
 
 @pytest.fixture(scope="module")
@@ -78,9 +79,13 @@ def test_cartpole_swing_up_from_perturbed_states(cartpole_opt):
 
 @pytest.mark.perturbed
 def test_cartpole_receding_horizon_on_a_wrong_model(cartpole_opt, tmp_path):
-    """MPC swings up and balances a plant whose pole is 20% heavier than the model's."""
+    """MPC swings up and balances a plant whose pole is 20% heavier than the model's; its pictures go to their own
+    files, not over the open-loop demo's."""
     r = cartpole_opt.main(["--mpc", "--out", str(tmp_path)])
     assert r["success"], r
+    assert (tmp_path / "cartpole_opt_mpc.gif").stat().st_size > 10_000
+    assert (tmp_path / "cartpole_opt_mpc.png").stat().st_size > 10_000
+    assert not (tmp_path / "cartpole_opt.gif").exists() and not (tmp_path / "cartpole_opt_loss.png").exists()
 
 
 @pytest.mark.perturbed
@@ -220,8 +225,8 @@ def test_soft_throw_lands_in_the_target(tmp_path):
 def test_mpm_walker_runs_and_reports_its_best_gait(tmp_path):
     """A short run (0.1 s, 3 iterations) of the MPM walker: the best gait's distance, walked again after the run,
     is the one recorded during it, and the figures land in mpm_walker.json beside the GIF. How far the full demo
-    walks is measured in the README, not asserted here (100 iterations of 1,000 steps, three gaits side by side,
-    took 7 to 12 minutes a seed here)."""
+    walks is measured in docs/tutorials/mpm.md, not asserted here (100 iterations of 1,000 steps, three gaits side by
+    side, took 7 to 12 minutes a seed here)."""
     r = load_demo("mpm_walker").main(["--iterations", "3", "--horizon", "200", "--starts", "2", "--out",
                                       str(tmp_path)])
     assert r["best"] == pytest.approx(r["recorded"], rel=1e-5, abs=1e-7) and np.isfinite(r["first"])
@@ -244,3 +249,159 @@ def test_mpm_walker_learns_to_move_right():
         gains.append(distances["best"] - distances["first"])
         best.append(distances["best"])
     assert min(gains) > 0.018 and np.median(best) > 0.035, (gains, best)
+
+
+VULKAN = window_problem(offscreen=True)
+needs_vulkan = pytest.mark.skipif(VULKAN is not None, reason=f"GGUI cannot render here: {VULKAN}")
+
+
+def gif_frames(path):
+    import imageio.v3 as iio
+    return iio.imread(path, index=None)[..., :3].astype(int)
+
+
+def changing(frames):
+    """The mean fraction of pixels that change from one frame to the next."""
+    return float(np.mean([np.any(frames[k] != frames[k + 1], axis=-1).mean() for k in range(len(frames) - 1)]))
+
+
+def coloured(frames, floor=(0.88, 0.85, 0.78)):
+    """The fraction of pixels clearly coloured: further than 40 from the line of greys and floor shades through the
+    floor's colour (white, ink and the lit floor are all near it; a red or blue body is not)."""
+    u = np.array(floor) / np.linalg.norm(floor)
+    return float((np.linalg.norm(frames - (frames @ u)[..., None] * u, axis=-1) > 40).mean())
+
+
+def green(picture):
+    r, g, b = picture[..., 0], picture[..., 1], picture[..., 2]
+    return np.nonzero((g > r + 40) & (g > b + 40))
+
+
+def test_billiards_gif_shows_the_table_the_goal_and_a_caption(tmp_path):
+    """A short billiards run (5 iterations) writes a GIF whose frames show the goal's green disc where the table's
+    view puts the goal (within 2 pixels), the balls moving (above 0.2% of the pixels change a frame, measured 0.4%)
+    and coloured (above 2% of the pixels, measured 5.0%), and dark caption text at the top left."""
+    demo = load_demo("billiards")
+    r = demo.main(["--short", "--iterations", "5", "--out", str(tmp_path)])
+    frames = gif_frames(r["gif"])
+    assert changing(frames) > 0.002 and coloured(frames) > 0.02, (changing(frames), coloured(frames))
+    sim = demo.Rigid2D(horizon=demo.HORIZON, n_discs=3, ground="off", **demo.BALLS, **demo.TABLE)
+    demo.shoot(sim, r["velocity"])
+    params = {**{k: v[0] for k, v in sim.params.items()}, "ground": 0}
+    _, view = demo.layout(sim.rollout(), params, frames.shape[1:3][::-1])
+    canvas = demo.viz.Canvas(frames.shape[2], frames.shape[1], bounds=view)
+    column, row = canvas.to_pixels(demo.GOAL)
+    rows, cols = green(frames[0])
+    near = np.hypot(cols + 0.5 - column, rows + 0.5 - row) < demo.GOAL_RADIUS * canvas.scale + 2  # not the label
+    assert near.sum() > 30 and abs(cols[near].mean() - column) < 2 and abs(rows[near].mean() - row) < 2
+    assert (frames[0][2:16, 2:120].sum(axis=-1) < 300).sum() > 30  # the caption's ink
+
+
+@needs_vulkan
+def test_soft_throw_gif_draws_the_target_where_the_simulation_has_it(tmp_path):
+    """The throw's pictures (a made-up path, no optimization) draw the 5 cm target's green disc where the camera
+    projects the target's centre, in both panels, with its label; the wall's top is inside the picture; the ball is
+    visible and moves."""
+    demo = load_demo("soft_throw")
+    from tisim.systems.mass_spring import MassSpring
+
+    robot = demo.ball()
+    sim = MassSpring(horizon=2, robot=robot, boxes=[demo.WALL])
+    start = robot.particles
+    s = np.linspace(0.0, 1.0, 241)[:, None, None]
+    shift = np.array([0.1, -start[:, 1].min(), 0.0])
+    path = start[None] + s * shift + np.array([0.0, 1.0, 0.0]) * 0.25 * np.sin(np.pi * s)
+    frames = gif_frames(demo.pictures(sim, path, path, 3, tmp_path / "soft_throw.gif"))
+    params = {"box_center": [demo.WALL[0]], "box_half": [demo.WALL[1]]}
+    camera = demo.viz.look_at_rollout({"pos": path[None]}, params, (320, 240), demo.MARKS,
+                                      band=demo.viz.CAPTION_BAND)
+    (column, row), _ = demo.viz.project(demo.MARKS[0][0], *camera, (320, 240))
+    wall_top = demo.viz.project(np.array(demo.WALL[0]) + demo.WALL[1], *camera, (320, 240))[0]
+    assert 0 <= wall_top[1] < 240 and 0 <= wall_top[0] < 320
+    for offset in (0, 324):  # both panels (side by side, a 4 pixel gap)
+        rows, cols = green(frames[0][:, offset:offset + 320])
+        disc = np.hypot(cols - column, rows - row) < 15
+        assert disc.sum() > 30 and abs(cols[disc].mean() - column) < 2 and abs(rows[disc].mean() - row) < 2
+    assert changing(frames) > 0.005 and coloured(frames) > 0.005, (changing(frames), coloured(frames))
+
+
+@needs_vulkan
+def test_the_3d_mpm_walkers_gif_shows_the_walker(tmp_path):
+    """The 3D walker's pictures (80 steps of an arbitrary gait) show the body: it spans at least a quarter of each
+    panel's height, its colours survive the GIF's palette (above 3% of the pixels clearly coloured, measured 9%)
+    and it moves (above 1% of the pixels change a frame, measured 13%), and each panel carries its caption."""
+    demo = load_demo("mpm_walker")
+    body = demo.walker(3, demo.N_GRID[3])
+    sim = demo.MPM(horizon=80, body=body, n_grid=demo.N_GRID[3], dt=demo.DT, **demo.MATERIAL)
+    gait = np.tanh(3 * demo.pattern_basis(sim.T, sim.dt) @ np.random.default_rng(0).normal(size=(4, 4)))
+    frames = gif_frames(demo.pictures(sim, {"first": gait, "best": -gait}, tmp_path / "walker.gif", 1))
+    assert changing(frames) > 0.01 and coloured(frames) > 0.03, (changing(frames), coloured(frames))
+    for top in (0, 150):  # the two panels
+        panel = frames[0][top:top + 150]
+        blue = panel[..., 2] > panel[..., 0] + 40
+        rows = np.nonzero(blue.any(axis=1))[0]
+        assert np.ptp(rows) > 150 / 4, np.ptp(rows)
+        assert (panel[2:16, 2:120].sum(axis=-1) < 300).sum() > 30  # the caption's ink
+
+
+SILENT = {"adjoint_by_hand", "adjoint_explorer"}  # print only, or show a window (its --screenshot names a file)
+
+
+def test_every_demo_says_what_it_shows_and_what_each_flag_does(monkeypatch):
+    """Each demo's --help has a description of a sentence or more and a help text for every flag, and each demo
+    that writes files takes --out. The parser is caught as the demo parses (nothing runs)."""
+    import argparse
+    import pathlib
+    import runpy
+    import sys
+
+    class Parsed(Exception):
+        pass
+
+    caught = []
+
+    def catch(self, args=None, namespace=None):
+        caught.append(self)
+        raise Parsed
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", catch)
+    folder = pathlib.Path(__file__).resolve().parent.parent / "demos"
+    monkeypatch.syspath_prepend(str(folder))
+    demos = sorted(folder.glob("*.py"))
+    assert len(demos) >= 18
+    problems = []
+    for path in demos:
+        caught.clear()
+        monkeypatch.setattr(sys, "argv", [str(path), "--help"])
+        with pytest.raises(Parsed):
+            runpy.run_path(str(path), run_name="__main__")
+        parser = caught[0]
+        if len(parser.description or "") < 80:
+            problems.append(f"{path.stem}: description {parser.description!r}")
+        flags = [a for a in parser._actions if not isinstance(a, argparse._HelpAction)]
+        problems += [f"{path.stem}: {a.option_strings} has no help" for a in flags if not (a.help or "").strip()]
+        if path.stem not in SILENT and not any("--out" in a.option_strings for a in flags):
+            problems.append(f"{path.stem}: no --out")
+    assert not problems, problems
+
+
+def test_the_demos_plots_have_labelled_axes_and_no_text_outside(sensitivity_growth, tmp_path):
+    """The plots of sensitivity_growth (a short run) and contact_gradients (five made-up contact models, a grid of
+    two rows): every panel has a title and both axis labels, and no text, tick label or legend leaves the figure."""
+    from tisim import plots
+
+    r = sensitivity_growth.main(["--out", str(tmp_path), "--max-horizon", "12"])
+    growth = sensitivity_growth.plot(r["horizon"], list(r["cases"].values()), tmp_path / "growth.png")
+    x = np.linspace(0.5, 3.5, 9)
+    made_up = dict(input=x, regime=np.array(["free", "switch", "contact"] * 3), backward=np.sin(x),
+                   central=np.sin(x) + 0.1, smoothed=np.sin(x), smoothed_se=np.full(9, 0.05), loss=np.cos(x),
+                   disagreement=0.5)
+    contact = load_demo("contact_gradients").plot({name: made_up for name in ("hard", "soft", "impact", "qp",
+                                                                               "qp smooth")}, tmp_path / "c.png")
+    for figure in (growth, contact):
+        for axes in figure.axes:
+            if axes.get_visible():  # a twin axis (the loss beside a gradient panel) labels only its y axis
+                assert axes.get_ylabel() and (axes.get_xlabel() or not axes.get_title()), axes
+        assert plots.text_outside(figure) == []
+    panels = [axes for axes in contact.axes if axes.get_visible() and axes.get_title()]
+    assert len(panels) == 5 and len({round(axes.get_position().y0, 2) for axes in panels}) == 2  # two rows

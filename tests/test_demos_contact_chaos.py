@@ -8,10 +8,11 @@ import pathlib
 
 import numpy as np
 import pytest
-from conftest import LAST_BITS, PERTURBATIONS, TEST_SETTINGS, load_demo, perturbed_inputs
 
 import tisim
 from tisim.systems import DoublePendulum
+
+from conftest import LAST_BITS, PERTURBATIONS, TEST_SETTINGS, load_demo, perturbed_inputs
 
 
 @pytest.fixture(scope="module", params=list(PERTURBATIONS.values()), ids=list(PERTURBATIONS))

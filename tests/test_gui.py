@@ -9,10 +9,11 @@ import time
 import imageio.v3 as iio
 import numpy as np
 import pytest
-from conftest import load_demo
 
 import tisim
 from tisim.gui import Window, WindowUnavailable, window_problem
+
+from conftest import load_demo
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 VULKAN = window_problem(offscreen=True)

@@ -180,3 +180,75 @@ def test_the_process_exits_cleanly_after_scenes_and_a_restart(tmp_path):
                       "        view.render(np.full((3, 3), 0.5))\n")
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
+
+
+def test_project_agrees_with_gguis_camera_matrices():
+    """scene.project puts a world point where GGUI's own view and projection matrices put it (its camera: 45 degree
+    vertical field of view, y up), for a camera off every axis; no Vulkan needed."""
+    import taichi as ti
+
+    eye, at, size = np.array([1.3, 0.8, 1.9]), np.array([0.4, 0.1, 0.45]), (320, 200)
+    camera = ti.ui.Camera()
+    camera.position(*eye)
+    camera.lookat(*at)
+    camera.up(0.0, 1.0, 0.0)
+    view, projection = np.array(camera.get_view_matrix()), np.array(camera.get_projection_matrix(320 / 200))
+    points = np.array([[0.4, 0.1, 0.45], [0.0, 0.0, 0.0], [0.9, 0.5, 0.2], [0.2, 0.6, 0.8]])
+    clip = np.c_[points, np.ones(len(points))] @ view @ projection  # row vectors, as GGUI stores them
+    ndc = clip[:, :2] / clip[:, 3:]
+    expected = np.c_[(ndc[:, 0] + 1) * 0.5 * size[0], (1 - ndc[:, 1]) * 0.5 * size[1]]
+    pixels, depth = scene.project(points, eye, at, size)
+    np.testing.assert_allclose(pixels, expected, atol=0.05)
+    assert (depth > 0).all()
+
+
+def test_fit_camera_frames_the_box_tightly():
+    """fit_camera keeps the eight corners of a long low box inside the picture, and close: the box spans at least
+    80% of the picture along its tighter axis and its height at least a quarter of the picture's."""
+    low, high, size = np.array([0.1, 0.0, 0.45]), np.array([0.6, 0.1, 0.55]), (400, 150)
+    eye, at = scene.fit_camera(low, high, size, (0.35, 0.5, 1.0))
+    corners = np.array([[(low, high)[(k >> i) & 1][i] for i in range(3)] for k in range(8)])
+    pixels, depth = scene.project(corners, eye, at, size)
+    assert (depth > 0).all()
+    assert (pixels >= 0).all() and (pixels[:, 0] <= size[0]).all() and (pixels[:, 1] <= size[1]).all()
+    spread = np.ptp(pixels, axis=0) / size
+    assert spread.max() > 0.8, spread
+    assert spread[1] > 0.25, spread
+
+
+@needs_vulkan
+def test_a_disc_and_markers_appear_where_the_camera_projects_them():
+    """A green disc lying on the floor and a dark marker land on the picture where scene.project says, within two
+    pixels, seen from above and to the side."""
+    with scene.Scene((200, 150)) as view:
+        view.look(from_=(1.1, 0.9, 1.6), at=(0.5, 0.0, 0.5))
+        picture = view.render([[0.5, 5.0, 0.5]], RED, floor=0.0, discs=[((0.3, 0.0, 0.6), 0.06)],
+                              markers=[[0.7, 0.2, 0.4]], marker_radius=0.03).astype(int)
+        disc, marker = view.project([[0.3, 0.0, 0.6], [0.7, 0.2, 0.4]])
+    r, g, b = picture[..., 0], picture[..., 1], picture[..., 2]
+    rows, cols = np.nonzero((g > r + 40) & (g > b + 40))
+    assert len(rows) > 30 and abs(cols.mean() - disc[0]) < 2 and abs(rows.mean() - disc[1]) < 2
+    rows, cols = np.nonzero(picture.sum(axis=-1) < 150)
+    assert len(rows) > 20 and abs(cols.mean() - marker[0]) < 2 and abs(rows.mean() - marker[1]) < 2
+
+
+@needs_vulkan
+def test_a_3d_rollout_is_framed_and_captioned_with_its_target():
+    """frames of a 3D body frame it (its points span more than a quarter of the picture's height), write the
+    caption at the top left and draw a mark's disc where the camera projects it."""
+    body = Body.box([0.4, 0.4, 0.4], [0.6, 0.6, 0.6], 1 / 16)  # the body and grid above: kernels compiled once
+    sim = MPM(horizon=60, body=body, n_grid=16, dt=1e-3)
+    traj = sim.rollout()
+    marks = [((0.75, 3.0 / 16, 0.5), 0.05, "")]
+    pictures = viz.frames(sim, traj, every=30, size=(160, 120), caption="jelly", marks=marks)
+    eye, at = viz.look_at_rollout({k: v[0] for k, v in traj.items()}, {"n_grid": 16}, (160, 120), marks,
+                                  band=viz.CAPTION_BAND)
+    blue = (pictures[0][..., 2].astype(int) > pictures[0][..., 0].astype(int) + 40)
+    rows = np.nonzero(blue.any(axis=1))[0]
+    assert np.ptp(rows) > 120 / 4, np.ptp(rows)
+    assert (pictures[0][3:15, 4:40].sum(axis=-1) < 300).sum() > 15  # dark caption pixels in the corner
+    picture = pictures[-1].astype(int)
+    r, g, b = picture[..., 0], picture[..., 1], picture[..., 2]
+    rows, cols = np.nonzero((g > r + 40) & (g > b + 40))
+    (column, row), _ = scene.project(marks[0][0], eye, at, (160, 120))
+    assert len(rows) > 10 and abs(cols.mean() - column) < 2 and abs(rows.mean() - row) < 2

@@ -174,3 +174,110 @@ def test_a_2d_body_is_drawn_with_its_obstacles():
         np.array([[0.3, 0.3], [-0.2, 0.3], [0.05, 0.5]])).astype(int)
     assert tuple(picture[disc_row, disc_col]) == viz.GROUND and tuple(picture[box_row, box_col]) == viz.GROUND
     assert tuple(picture[gap_row, gap_col]) == viz.BACKGROUND
+
+
+def shaded_floor_with_a_ball(count=12, size=(200, 120)):
+    """Frames of a small red ball rolling over a floor shaded in 60 levels of beige (most of the picture), as a lit
+    3D floor comes out: the ball covers under 2% of each frame."""
+    width, height = size
+    shade = np.linspace(0.75, 1.0, 60)[np.minimum((np.arange(height) * 60) // height, 59)]
+    floor = (np.array(viz.GROUND, float)[None, None, :] * shade[:, None, None]).round().astype(np.uint8)
+    pictures = []
+    for k in range(count):
+        picture = np.broadcast_to(floor, (height, width, 3)).copy()
+        rows, cols = np.ogrid[:height, :width]
+        picture[(rows - 60) ** 2 + (cols - 20 - 12 * k) ** 2 < 36] = viz.BOB
+        pictures.append(picture)
+    return pictures
+
+
+def test_a_small_subject_keeps_its_colour_in_a_16_colour_gif(tmp_path):
+    """With 16 colours for a ball over a floor of 60 shades, the GIF keeps the ball red (each of its pixels within
+    30 of its colour) where the most frequent colours would all be the floor's, and the frames still differ where it
+    rolls: above 0.5% of the pixels change from frame to frame."""
+    pictures = shaded_floor_with_a_ball()
+    back = iio.imread(viz.save_gif(tmp_path / "ball.gif", pictures, colors=16), index=None)[..., :3].astype(int)
+    assert len(back) == len(pictures)  # Pillow merges identical frames: a ball lost to the floor leaves one frame
+    ball = np.all(np.stack(pictures) == viz.BOB, axis=-1)
+    assert np.abs(back[ball] - viz.BOB).max() <= 30
+    changed = np.mean([np.any(back[k] != back[k + 1], axis=-1).mean() for k in range(len(back) - 1)])
+    assert changed > 0.005, changed
+    floor_error = np.abs(back[~ball] - np.stack(pictures)[~ball]).max()
+    assert floor_error < 40, floor_error  # and the floor stays a floor
+
+
+def test_quantize_reserves_the_colours_it_is_told_to_keep():
+    """keep: colours that are in the palette however rare, exactly."""
+    pictures = shaded_floor_with_a_ball(count=2)
+    pictures[0][0, 0] = (10, 200, 30)  # one pixel
+    indices, palette = viz.quantize(pictures, 4, keep=[(10, 200, 30)])
+    assert len(palette) <= 4 and tuple(palette[indices[0, 0, 0]]) == (10, 200, 30)
+
+
+def test_caption_writes_legible_text_in_the_corner_only():
+    """caption writes dark text over a pale box at the top left of each picture, the time of each frame after the
+    words, and leaves the rest of the picture alone; the input pictures are not changed."""
+    pictures = [np.full((60, 240, 3), viz.GROUND, np.uint8) for _ in range(2)]
+    out = viz.caption(pictures, "first attempt", times=[0.0, 0.5])
+    assert (pictures[0] == viz.GROUND).all()
+    corner = out[0][:20, :150].astype(int)
+    assert (corner.sum(axis=-1) < 300).sum() > 40  # ink
+    assert (out[0][30:] == viz.GROUND).all() and (out[0][:, 200:] == viz.GROUND).all()
+    assert (out[0] != out[1]).any()  # "t = 0.00 s" against "t = 0.50 s"
+    assert viz.text_mask("t = 0.50 s").shape[0] <= 14
+
+
+def test_a_mark_is_drawn_where_the_world_puts_it_with_its_label():
+    """frames draw a mark (a goal) as a green ring about its centre, its label under it, and dark dots on the
+    tracked particles."""
+    from tisim.robots import grid
+    from tisim.systems.mass_spring import MassSpring
+    sim = MassSpring(horizon=2, robot=grid(3, 2))
+    bounds, size = (-0.4, 0.6, -0.1, 0.6), (200, 140)
+    picture = viz.frames(sim, sim.rollout(), bounds=bounds, size=size, marks=[((0.4, 0.35), 0.06, "goal")],
+                         markers=[0])[0].astype(int)
+    canvas = viz.Canvas(*size, bounds=bounds)
+    r, g, b = picture[..., 0], picture[..., 1], picture[..., 2]
+    rows, cols = np.nonzero((g > r + 60) & (g > b + 40))
+    column, row = canvas.to_pixels((0.4, 0.35))
+    ring = np.hypot(cols + 0.5 - column, rows + 0.5 - row)
+    assert (ring < 0.06 * canvas.scale + 2).mean() > 0.6  # most green pixels on the ring ...
+    assert ((ring > 0.06 * canvas.scale - 3) & (ring < 0.06 * canvas.scale + 3)).sum() > 20
+    assert (rows > row + 0.06 * canvas.scale).sum() > 5  # ... and the label's under it
+    dot_col, dot_row = canvas.to_pixels(sim.robot.particles[0, :2]).astype(int)
+    assert picture[dot_row, dot_col].sum() < 3 * 60
+
+
+def test_plots_have_labelled_axes_and_no_text_outside_the_figure(tmp_path):
+    """Every panel of plot_history (with a stage marked), plot_states and plot_adjoint has x and y labels, and no
+    title, label, tick label or legend reaches outside the figure (matplotlib's own extents of the drawn texts)."""
+    from matplotlib.figure import Figure
+
+    figures = []
+    real_save = plots._save
+
+    def keep(figure, path, **kwargs):
+        figures.append(figure)
+        return real_save(figure, path, **kwargs)
+
+    plots._save = keep
+    try:
+        history = [{"loss": 10.0 * 0.8**k, "grad_norm": 3.0 * 0.9**k} for k in range(20)]
+        plots.plot_history(history, tmp_path / "h.png", "a long title for a two-stage optimization of the forces",
+                           stages=[(12, "stage 2")])
+        traj = {"x": np.random.default_rng(0).normal(size=(2, 31)), "v": np.zeros((2, 31, 2))}
+        plots.plot_states(traj, ["x", "v"], 0.01, tmp_path / "s.png", units={"x": "m", "v": "m/s"})
+        plots.plot_adjoint({"a rather long state name": np.exp(-np.linspace(0, 3, 31))[None],
+                            "v": np.ones((1, 31, 2))}, 0.01, tmp_path / "a.png")
+    finally:
+        plots._save = real_save
+    assert len(figures) == 3
+    for figure in figures:
+        for axes in figure.axes:
+            assert axes.get_xlabel() and axes.get_ylabel(), (axes.get_title(), axes.get_xlabel(), axes.get_ylabel())
+        assert plots.text_outside(figure) == []
+    texts = [t.get_text() for t in figures[0].axes[0].texts]
+    assert "stage 2" in texts
+    crowded = Figure(figsize=(2, 1.5))  # the check can fail: a title wider than its figure
+    crowded.add_subplot(1, 1, 1).set_title("a title far too long for a figure two inches wide")
+    assert plots.text_outside(crowded)

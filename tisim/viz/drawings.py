@@ -2,7 +2,9 @@
 
 Nothing here simulates. A drawing reads one time step of a rollout, {state name: float}, and the system's parameters,
 {name: float}, and paints it onto a ``Canvas`` in world coordinates [m] (x right, y up). ``frames`` turns a rollout
-{state name: array (B, T+1)} into uint8 images (H, W, 3); ``save_gif`` writes them with a small shared palette.
+{state name: array (B, T+1)} into uint8 images (H, W, 3); ``save_gif`` writes them with a small shared palette
+that keeps the subject's colours; ``caption`` writes a line of text into the pictures (matplotlib's FreeType
+rasterizes it, no figure).
 Plots of losses, trajectories and adjoints are in ``tisim.plots``.
 
     DRAW[class name](canvas, state, params)   paints one step
@@ -16,7 +18,7 @@ import numpy as np
 
 from tisim import systems
 from tisim.core.quantities import near_miss
-from tisim.viz.scene import Scene
+from tisim.viz.scene import Scene, fit_camera
 
 BACKGROUND = (255, 255, 255)
 INK = (45, 45, 50)
@@ -29,6 +31,8 @@ BOB = (200, 60, 50)
 BOB_LOWER = (60, 110, 190)
 BALL = (220, 90, 40)
 BLOCK = (70, 120, 180)
+MARK = (40, 150, 70)  # targets and goals
+MARKER = (20, 20, 20)  # tracked points
 
 CART_WIDTH, CART_HEIGHT, HINGE_HEIGHT = 0.4, 0.2, 0.15  # [m]; the pole's hinge is HINGE_HEIGHT above the track
 POLE_WIDTH = 0.05  # [m]
@@ -142,9 +146,69 @@ class Canvas:
         self._paint((0.0, row - 1.0), (self.width, row), color, lambda columns, rows: row - rows)
         self.line((self.view[0], y), (self.view[1], y), 1.5, INK)
 
+    def text(self, at, words, color=INK, *, size_px=12, anchor="left", box=True):
+        """Write ``words`` with its top left corner (anchor "left") or its top centre ("centre") at ``at``, world
+        coordinates [m]; over a pale box unless box=False."""
+        column, row = self.to_pixels(at)
+        write(self._pixels, words, (column, row), color, size_px=size_px, anchor=anchor, box=box)
+
     def image(self):
         """The picture as uint8, shape (height, width, 3)."""
         return self._pixels.copy()
+
+
+_FONT = {}
+
+
+def text_mask(words, size_px=12):
+    """The coverage (h, w), float32 in [0, 1], of ``words`` in DejaVu Sans ``size_px`` pixels high, rasterized by
+    matplotlib's FreeType (no figure involved)."""
+    from matplotlib.font_manager import FontProperties, findfont
+    from matplotlib.ft2font import FT2Font
+
+    if "font" not in _FONT:
+        _FONT["font"] = FT2Font(findfont(FontProperties(family="DejaVu Sans")))
+    font = _FONT["font"]
+    font.set_size(float(size_px), 72)  # points at 72 dpi: one point a pixel
+    font.set_text(str(words), 0.0)
+    font.draw_glyphs_to_bitmap(antialiased=True)
+    return np.asarray(font.get_image(), np.float32) / 255.0
+
+
+def write(picture, words, at, color=INK, *, size_px=12, anchor="left", box=True):
+    """Write ``words`` into ``picture`` (uint8 (H, W, 3), changed in place) with its top left corner, or its top
+    centre for anchor="centre", at pixel ``at`` = (column, row), clipped to the picture; box: over a pale box (80%
+    white) that keeps the text legible on any background. Returns the picture."""
+    mask = text_mask(words, size_px)
+    pad = 2 if box else 0
+    height, width = mask.shape
+    column = int(round(at[0] - (0.5 * width if anchor == "centre" else 0.0)))
+    row = int(round(at[1]))
+    column = min(max(column, pad), max(picture.shape[1] - width - pad, pad))
+    row = min(max(row, pad), max(picture.shape[0] - height - pad, pad))
+    if box:
+        region = picture[row - pad:row + height + pad, column - pad:column + width + pad]
+        region[:] = region * 0.2 + 0.8 * 255.0 + 0.5
+    region = picture[row:row + height, column:column + width]
+    alpha = mask[:region.shape[0], :region.shape[1], None]
+    blend = region.astype(np.float32)
+    blend += alpha * (np.asarray(color, np.float32) - blend)
+    region[:] = blend + 0.5
+    return picture
+
+
+def caption(pictures, words, *, times=None, size_px=12):
+    """The pictures with ``words`` written at their top left, followed by "t = 0.40 s" from ``times`` [s] (one per
+    picture) when given; new arrays, the inputs are left as they are."""
+    out = []
+    for k, picture in enumerate(pictures):
+        line = words if times is None else f"{words}   t = {float(times[k]):.2f} s" if words else \
+            f"t = {float(times[k]):.2f} s"
+        out.append(write(np.array(picture, np.uint8), line, (4, 3), INK, size_px=size_px))
+    return out
+
+
+_caption = caption  # frames() takes a caption argument of the same name
 
 
 # ---- one drawing per system: (canvas, state {name: float}, params {name: float}) ------------------------------------
@@ -286,12 +350,15 @@ def points_mass_spring(state, params):
     pinned[list(params.get("pinned", []))] = True
     colors = np.where(pinned[:, None], np.array(ROD) / 255, np.array(BOB) / 255)
     picture = dict(points=pos, colors=colors, radius=0.004 if len(faces) else 0.006, floor=0.0,
+                   floor_extent=(-4.0, 5.0, -4.0, 5.0),  # the plane y = 0, as far as a picture sees
                    spheres=obstacles(params, "sphere_center", "sphere_radius"),
                    boxes=obstacles(params, "box_center", "box_half"))
     if len(faces):
         picture["mesh"] = (pos, faces)
     elif len(springs):
         picture["segments"] = pos[springs]
+    if len(params.get("markers", ())):
+        picture.update(markers=pos[np.asarray(params["markers"], int)], marker_radius=0.012 if len(faces) else 0.01)
     return picture
 
 
@@ -300,7 +367,10 @@ def points_mpm(state, params):
     n_grid = params.get("n_grid", 32)
     actuated = np.asarray(params.get("actuated", np.zeros(len(state["pos"]), bool)))[:, None]
     colors = np.where(actuated, np.array(BOB) / 255 * 0.7, np.array(BLOCK) / 255)
-    return dict(points=state["pos"], colors=colors, radius=0.25 / n_grid, floor=3.0 / n_grid)
+    picture = dict(points=state["pos"], colors=colors, radius=0.25 / n_grid, floor=3.0 / n_grid)
+    if len(params.get("markers", ())):
+        picture.update(markers=np.asarray(state["pos"])[np.asarray(params["markers"], int)])
+    return picture
 
 
 DRAW = {
@@ -317,17 +387,32 @@ DRAW = {
 DRAW3D = {"MPM": points_mpm, "MassSpring": points_mass_spring}
 
 
-def look_at_rollout(traj):
-    """(camera position, target) that sees every position of a 3D rollout, from the front right and above; the
-    MPM's bodies stay in the unit cube, which the scene's default camera sees."""
+def rollout_box(traj, params=None, marks=()):
+    """(low, high) [m] of the box holding every position of a 3D rollout, the obstacles and the marks [(centre,
+    radius, label)]; not the floor (a hanging cloth would shrink to make room for it)."""
+    params = params or {}
     pos = np.asarray(traj["pos"]).reshape(-1, 3)
     low, high = pos.min(axis=0), pos.max(axis=0)
-    centre, reach = 0.5 * (low + high), max(float(np.max(high - low)), 0.25)
-    return centre + reach * np.array([0.6, 0.55, 1.3]), centre
+    extents = [(np.asarray(c, float), np.full(3, float(r))) for c, r in obstacles(params, "sphere_center",
+                                                                                    "sphere_radius")]
+    extents += [(np.asarray(c, float), np.asarray(h, float)) for c, h in obstacles(params, "box_center", "box_half")]
+    extents += [(np.asarray(c, float), np.array([r, 0.0, r], float)) for c, r, *_ in marks]
+    for centre, half in extents:
+        low, high = np.minimum(low, centre - half), np.maximum(high, centre + half)
+    return low, high
 
 
-LOOKS3D = {"MassSpring": look_at_rollout}
+def look_at_rollout(traj, params=None, size=(320, 240), marks=(), direction=(0.5, 0.6, 1.3), band=0):
+    """(camera position, target) that frames every position of a 3D rollout, its obstacles and marks (see
+    rollout_box), seen from ``direction`` (front right and above by default), as close as the picture allows below
+    a band of ``band`` pixels at the top (a caption's)."""
+    return fit_camera(*rollout_box(traj, params, marks), size, direction, band=band)
 
+
+CAPTION_BAND = 19  # [px] a caption's height, its box included (12 pixel text)
+
+
+LOOKS3D = {"MassSpring": look_at_rollout, "MPM": look_at_rollout}
 
 # ---- default views: (traj {name: array (T+1,)}, params {name: float}) -> (xmin, xmax, ymin, ymax) [m] -------------
 def view_cartpole(traj, params):
@@ -431,14 +516,19 @@ def _looks(system, traj, params, name, batch_index):
     return one, theta
 
 
-def orbit(system, traj, scene, *, every=20, rounds=None, distance=1.2, height=0.5):
+def orbit(system, traj, scene, *, every=20, rounds=None, distance=None, height=None):
     """Replay batch element 0 of a 3D rollout in ``scene`` (a tisim.scene.Scene, a window where a display exists),
     the camera circling the body's centre at `distance` and `height` [m] above it, until the window is closed or
-    `rounds` replays were shown. Returns the number shown."""
+    `rounds` replays were shown. By default the distance is the one at which the whole rollout fills the picture
+    (look_at_rollout) and the height 0.4 of it. Returns the number shown."""
     name = type(system).__name__
     if name not in DRAW3D or system.sizes.get("dim") != 3:
         raise ValueError(f"orbit: needs a 3D simulator with a 3D drawing ({sorted(DRAW3D)}), got {name}")
     one, theta = _looks(system, traj, None, name, 0)
+    if distance is None:
+        eye, at = look_at_rollout(one, theta, scene.size)
+        distance = float(np.linalg.norm(eye - at))
+    height = 0.4 * distance if height is None else height
     shown, angle = 0, 0.0
     while scene.window is not None and scene.window.running and rounds != shown:
         for t in range(0, len(one["pos"]), every):
@@ -450,13 +540,19 @@ def orbit(system, traj, scene, *, every=20, rounds=None, distance=1.2, height=0.
     return shown
 
 
-def frames(system, traj, params=None, *, batch_index=0, every=1, size=(320, 240), bounds=None):
+def frames(system, traj, params=None, *, batch_index=0, every=1, size=(320, 240), bounds=None, caption=None,
+           dt=None, marks=(), markers=None, direction=(0.5, 0.6, 1.3), camera=None):
     """Pictures of one batch element of a rollout: a list of uint8 arrays (height, width, 3), one per ``every`` steps.
 
     system: a simulator (its class name picks the drawing; its ``params`` are used unless params is given) or a class
     name in DRAW. traj: {state name: array (B, T+1)}, as ``rollout`` returns. params: {name: float or array (B,)};
     missing names take the system's declared defaults. bounds: (xmin, xmax, ymin, ymax) [m], default VIEWS[name].
-    A 3D simulator (sizes["dim"] == 3) is pictured through GGUI's 3D scene (tisim.scene), bounds unused.
+    caption: words written at the top left of every picture, followed by "t = ... s" (the step times dt, default the
+    simulator's). marks: [(centre [m], radius [m], label)], a target or goal drawn in green with its label (in 3D a
+    disc lying at the centre's height). markers: indices of particles drawn as dark dots (tracked points).
+    A 3D simulator (sizes["dim"] == 3) is pictured through GGUI's 3D scene (tisim.scene), bounds unused: the camera,
+    looking from ``direction``, frames the whole rollout, its obstacles and marks (look_at_rollout), unless camera =
+    (position, target) [m] is given (to show several rollouts alike).
     """
     name = system if isinstance(system, str) else type(system).__name__
     if name not in DRAW:
@@ -464,19 +560,43 @@ def frames(system, traj, params=None, *, batch_index=0, every=1, size=(320, 240)
     if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
         raise ValueError(f"frames: every must be an integer >= 1, got {every!r}")
     one, theta = _looks(system, traj, params, name, batch_index)
+    if markers is not None:
+        theta["markers"] = np.asarray(markers, int)
     steps = range(0, len(next(iter(one.values()))), every)
     if theta.get("dim") == 3:  # through GGUI's 3D scene (WindowUnavailable without Vulkan)
+        discs = [(np.asarray(c, float), float(r)) for c, r, *_ in marks]
         with Scene(size) as view:
-            if name in LOOKS3D:  # bodies that roam: a camera that sees the whole rollout
-                view.look(*LOOKS3D[name](one))
-            return [view.render(**DRAW3D[name]({k: v[t] for k, v in one.items()}, theta)) for t in steps]
-    if bounds is None:
-        bounds = VIEWS[name](one, theta) if name in VIEWS else (-1.0, 1.0, -1.0, 1.0)
-    pictures = []
-    for t in steps:
-        canvas = Canvas(size[0], size[1], bounds=bounds)
-        DRAW[name](canvas, {k: float(v[t]) if v.ndim == 1 else v[t] for k, v in one.items()}, theta)
-        pictures.append(canvas.image())
+            if camera is not None:
+                view.look(*camera)
+            elif name in LOOKS3D:  # bodies that roam: a camera that sees the whole rollout
+                view.look(*LOOKS3D[name](one, theta, size, marks, direction, CAPTION_BAND if caption else 0))
+            pictures = [view.render(**DRAW3D[name]({k: v[t] for k, v in one.items()}, theta), discs=discs)
+                        for t in steps]
+            for (centre, radius, *label) in marks:  # the label just below the disc's near edge
+                if label and label[0]:
+                    column, row = view.project(np.asarray(centre, float) + [0.0, 0.0, radius])
+                    for picture in pictures:
+                        write(picture, label[0], (column, row + 3), MARK, anchor="centre")
+    else:
+        if bounds is None:
+            bounds = VIEWS[name](one, theta) if name in VIEWS else (-1.0, 1.0, -1.0, 1.0)
+        pictures = []
+        for t in steps:
+            canvas = Canvas(size[0], size[1], bounds=bounds)
+            state = {k: float(v[t]) if v.ndim == 1 else v[t] for k, v in one.items()}
+            DRAW[name](canvas, state, theta)
+            for centre, radius, *label in marks:
+                canvas.circle(centre, radius, MARK, filled=False, width_px=2.5)
+                if label and label[0]:
+                    canvas.text((centre[0], centre[1] - radius), label[0], MARK, anchor="centre")
+            if markers is not None:
+                for p in np.asarray(state["pos"])[theta["markers"]]:
+                    canvas.circle(p[:2], 3.5 / canvas.scale, MARKER)
+            pictures.append(canvas.image())
+    if caption is not None:
+        dt = dt if dt is not None else getattr(system, "dt", None)
+        times = None if dt is None else [t * float(dt) for t in steps]
+        pictures = _caption(pictures, caption, times=times)
     return pictures
 
 
@@ -487,32 +607,57 @@ def _rgb_codes(picture):
     return code
 
 
-def quantize(pictures, colors):
+def _decode(codes):
+    return np.stack([codes >> 16, (codes >> 8) & 255, codes & 255], axis=-1)
+
+
+def quantize(pictures, colors, *, keep=()):
     """Map the pictures onto one shared palette of at most ``colors`` entries, exactly and without dithering.
 
-    The palette is the most frequent colours of a sample of the pictures: flat-shaded drawings keep their exact fill
-    colours, and the rarer anti-aliased edge blends go to the nearest kept colour (Euclidean in RGB). Returns
-    (indices uint8 (N, H, W), palette uint8 (K, 3)), K <= colors.
+    The palette is chosen for the colours that differ, not only for the frequent ones: the colours of a sample of
+    the pictures are grouped in boxes of 16 levels per channel, each box represented by its most frequent exact
+    colour, and the boxes are taken greedily, each time the one furthest (in RGB) from every colour taken so far,
+    weighted by the log of its pixel count. A small subject on a shaded floor keeps its own colours this way, where
+    the most frequent colours would all be the floor's shades; flat-shaded drawings keep their exact fill colours.
+    keep: (r, g, b) colours that are always in the palette (a subject's, a caption's). Every pixel goes to the
+    nearest palette colour (Euclidean in RGB). Returns (indices uint8 (N, H, W), palette uint8 (K, 3)), K <= colors.
     """
     codes = np.stack([_rgb_codes(np.asarray(p, np.uint8)) for p in pictures])
     sample, counts = np.unique(codes[::max(1, len(codes) // 16)], return_counts=True)
-    kept = sample[np.argsort(counts, kind="stable")[::-1][:colors]]
-    palette = np.stack([kept >> 16, (kept >> 8) & 255, kept & 255], axis=1)
+    order = np.argsort(counts, kind="stable")[::-1]  # most frequent first
+    sample, counts = sample[order], counts[order]
+    rgb = _decode(sample)
+    boxes = (rgb[:, 0] >> 4) << 8 | (rgb[:, 1] >> 4) << 4 | rgb[:, 2] >> 4
+    _, first = np.unique(boxes, return_index=True)  # each box's most frequent colour
+    totals = np.bincount(boxes, weights=counts, minlength=4096)
+    candidates = rgb[first].astype(np.float64)
+    weight = np.log1p(totals[boxes[first]])
+    chosen = [np.asarray(c, np.float64) for c in keep][:colors]
+    if not chosen:
+        chosen.append(candidates[np.argmax(weight)])
+    nearest = np.min([((candidates - c) ** 2).sum(axis=1) for c in chosen], axis=0)
+    while len(chosen) < colors and nearest.max() > 0:
+        pick = int(np.argmax(nearest * weight))
+        chosen.append(candidates[pick])
+        nearest = np.minimum(nearest, ((candidates - candidates[pick]) ** 2).sum(axis=1))
+    palette = np.round(np.array(chosen)).astype(np.int64)
     # a lookup table over all 2^24 colours, filled only where a picture uses one (16 MB, no sort of every pixel)
     seen = np.zeros(1 << 24, bool)
     seen[codes] = True
     used = np.flatnonzero(seen)
-    used_rgb = np.stack([used >> 16, (used >> 8) & 255, used & 255], axis=1)
     table = np.zeros(1 << 24, np.uint8)
-    table[used] = ((used_rgb[:, None, :] - palette[None, :, :]) ** 2).sum(axis=2).argmin(axis=1)
+    for start in range(0, len(used), 65536):  # in chunks: (used, palette, 3) stays small
+        part = _decode(used[start:start + 65536])
+        table[used[start:start + 65536]] = ((part[:, None, :] - palette[None, :, :]) ** 2).sum(axis=2).argmin(axis=1)
     return table[codes], palette.astype(np.uint8)
 
 
-def save_gif(path, frames, *, fps=25, max_frames=None, colors=64):
+def save_gif(path, frames, *, fps=25, max_frames=None, colors=64, keep=(BACKGROUND, INK, MARK)):
     """Write an endlessly looping GIF of uint8 frames (H, W, 3) at fps frames per second; returns the path.
 
     max_frames: keep at most this many frames, evenly spaced, with longer delays so the clip lasts as long.
-    colors: size of the one palette shared by all frames (2..256). Viewers clamp delays under 20 ms: keep fps <= 50.
+    colors: size of the one palette shared by all frames (2..256), chosen by ``quantize`` with the colours ``keep``
+    always in it (the background, the captions' ink, the marks'). Viewers clamp delays under 20 ms: keep fps <= 50.
     Pillow stores identical consecutive frames once, with their delays added.
     """
     pictures = [np.asarray(f, np.uint8) for f in frames]
@@ -523,12 +668,12 @@ def save_gif(path, frames, *, fps=25, max_frames=None, colors=64):
                          f"{colors}, fps={fps}, max_frames={max_frames}")
     delay = 1000.0 / fps  # [ms]
     if max_frames is not None and len(pictures) > max_frames:
-        keep = np.unique(np.round(np.linspace(0, len(pictures) - 1, max_frames)).astype(int))
-        delay *= len(pictures) / len(keep)
-        pictures = [pictures[i] for i in keep]
+        kept = np.unique(np.round(np.linspace(0, len(pictures) - 1, max_frames)).astype(int))
+        delay *= len(pictures) / len(kept)
+        pictures = [pictures[i] for i in kept]
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    indices, palette = quantize(pictures, colors)
+    indices, palette = quantize(pictures, colors, keep=keep)
     # indexed frames with one global palette: Pillow's own RGB -> P conversion would cost ~10 ms a frame
     iio.imwrite(path, indices, mode="P", palette=palette.tobytes(), extension=".gif", plugin="pillow",
                 duration=int(round(delay)), loop=0)

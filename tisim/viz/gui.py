@@ -94,9 +94,11 @@ class Window:
         return (np.transpose(buffer[:, ::-1, :3], (1, 0, 2)) * 255).round().astype(np.uint8)
 
     def show(self):
-        """Present the frame (on screen) and collect the keys pressed meanwhile."""
+        """Present the frame (on screen) and collect the keys pressed meanwhile; Escape closes the window."""
         self._keys = []
         if not self.offscreen:
             self._window.show()
             while self._window.get_event(ti.ui.PRESS):
                 self._keys.append(self._window.event.key)
+                if self._window.event.key == ti.ui.ESCAPE:
+                    self._window.running = False

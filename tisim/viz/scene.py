@@ -12,6 +12,7 @@ after the test suite had passed, when Taichi's program was already gone).
         scene.look(from_=(1.6, 1.0, 2.2), at=(0.5, 0.2, 0.5))
         picture = scene.render(points, colors, radius=0.005, floor=0.09)
 """
+import math
 import weakref
 
 import numpy as np
@@ -19,6 +20,73 @@ import taichi as ti
 
 from tisim.core import runtime
 from tisim.viz.gui import WindowUnavailable, window_problem
+
+
+FOV = 45.0  # GGUI's camera: vertical field of view [deg], perspective, near plane 0.1 m
+NEAR = 0.1  # [m]
+FLOOR_COLOR = (0.88, 0.85, 0.78)
+MARK_COLOR = (0.16, 0.59, 0.27)  # targets on the floor
+MARKER_COLOR = (0.08, 0.08, 0.08)  # tracked points
+
+
+def _basis(eye, at):
+    """The camera's unit right, up and forward vectors (y up), as GGUI's view matrix has them."""
+    forward = np.asarray(at, float) - np.asarray(eye, float)
+    forward /= np.linalg.norm(forward)
+    right = np.cross(forward, (0.0, 1.0, 0.0))
+    right /= np.linalg.norm(right)
+    return right, np.cross(right, forward), forward
+
+
+def project(points, eye, at, size, fov=FOV):
+    """Where world points (..., 3) [m] land in a picture of size (width, height) seen from eye looking at at, as
+    Scene.render draws them: (pixel (..., 2) as (column, row), depth along the view (...,) [m])."""
+    right, up, forward = _basis(eye, at)
+    d = np.asarray(points, float) - np.asarray(eye, float)
+    x, y, depth = d @ right, d @ up, d @ forward
+    focal = 1.0 / math.tan(math.radians(0.5 * fov))
+    width, height = size
+    safe = np.where(np.abs(depth) > 1e-12, depth, 1e-12)
+    column = 0.5 * width * (1.0 + focal * x / (safe * width / height))
+    row = 0.5 * height * (1.0 - focal * y / safe)
+    return np.stack([column, row], axis=-1), depth
+
+
+def fit_camera(low, high, size, direction=(0.5, 0.6, 1.3), *, fill=0.85, fov=FOV, band=0):
+    """(eye, at) of a camera looking at the box low..high [m] from ``direction`` (from the target towards the eye),
+    as close as it can be with all eight corners inside the middle ``fill`` of the picture (size = (width, height))
+    below a band of ``band`` pixels at the top (kept for a caption), in both axes: the box fills the picture along
+    its tighter axis, centred in it."""
+    low, high = np.asarray(low, float), np.asarray(high, float)
+    at = 0.5 * (low + high)
+    direction = np.asarray(direction, float) / np.linalg.norm(direction)
+    corners = np.array([[(low, high)[(k >> i) & 1][i] for i in range(3)] for k in range(8)])
+    width, height = size
+
+    middle = np.array([0.5 * width, 0.5 * (height + band)])  # [px] the middle of the picture below the band
+    reach = np.array([0.5 * width, 0.5 * (height - band)])
+
+    def inside(distance):
+        pixels, depth = project(corners, at + distance * direction, at, size, fov)
+        spread = np.abs(pixels - middle) / reach
+        return depth.min() > 1.2 * NEAR and spread.max() <= fill
+
+    def closest():  # bisection on the distance: too close where any corner leaves the picture
+        near, far = 1e-3, 1e3
+        for _ in range(60):
+            middle = math.sqrt(near * far)
+            near, far = (near, middle) if inside(middle) else (middle, far)
+        return far
+
+    half = math.tan(math.radians(0.5 * fov))
+    for _ in range(4):  # the target moved to the middle of the box as pictured, then the distance fitted again
+        distance = closest()
+        pixels, _ = project(corners, at + distance * direction, at, size, fov)
+        offset = 0.5 * (pixels.min(axis=0) + pixels.max(axis=0)) - [0.5 * width, 0.5 * height]  # [px]
+        offset[1] -= 0.5 * band  # the box's middle goes to the middle below the band, not the picture's
+        right, up, _ = _basis(at + distance * direction, at)
+        at = at + 2 * distance * half / height * (offset[0] * right - offset[1] * up)  # [m per px] at the target
+    return at + closest() * direction, at
 
 
 class Scene:
@@ -65,13 +133,13 @@ class Scene:
         self.close()
 
     def _field(self, kind, values):
-        """A field holding values, (n, 3) as 3-vectors or (n,) as scalars, one per (kind, n), kept for the next
+        """A field holding values, (n, k) as k-vectors or (n,) as scalars, one per (kind, shape), kept for the next
         picture."""
         values = np.ascontiguousarray(values, dtype=np.float32)
         key = (kind, values.shape)
         if key not in self._fields:
             builder = ti.FieldsBuilder()
-            field = ti.Vector.field(3, ti.f32) if values.ndim == 2 else ti.field(ti.f32)
+            field = ti.Vector.field(values.shape[1], ti.f32) if values.ndim == 2 else ti.field(ti.f32)
             builder.dense(ti.i, len(values)).place(field)
             self._trees.append(builder.finalize())
             self._fields[key] = field
@@ -101,14 +169,22 @@ class Scene:
         self.camera.position(*map(float, from_))
         self.camera.lookat(*map(float, at))
         self.camera.up(0.0, 1.0, 0.0)
+        self.eye, self.at = np.array(from_, float), np.array(at, float)
         return self
 
+    def project(self, points):
+        """Pixel (column, row) of world points (..., 3) [m] in this scene's pictures, from the current camera."""
+        return project(points, self.eye, self.at, self.size)[0]
+
     def render(self, points, colors=(0.78, 0.24, 0.2), radius=0.005, floor=None, *, segments=None, mesh=None,
-               spheres=(), boxes=()):
+               spheres=(), boxes=(), discs=(), markers=None, marker_radius=None, floor_extent=(0.0, 1.0, 0.0, 1.0)):
         """The picture, uint8 (H, W, 3), of spheres at points (n, 3) [m] with colors (n, 3) or one RGB in [0, 1],
         over the unit square's floor at height `floor` [m] (none if None). segments: (m, 2, 3) line ends (springs);
         mesh: (vertices (n, 3), triangles (k, 3) vertex indices), lit from both sides (a cloth); spheres:
-        [(centre, radius), ...] and boxes: [(centre, half extents), ...], axis-aligned (obstacles)."""
+        [(centre, radius), ...] and boxes: [(centre, half extents), ...], axis-aligned (obstacles); discs: [(centre,
+        radius), ...] flat green discs lying at their centre's height (targets on the floor); markers: (m, 3) points
+        drawn dark, of radius marker_radius (default twice radius) (tracked points); floor_extent: (xmin, xmax,
+        zmin, zmax) [m] of the floor (default the unit square)."""
         points = np.asarray(points, dtype=np.float64)
         if points.ndim != 2 or points.shape[1] != 3 or not len(points):
             raise ValueError(f"Scene.render: points must have shape (n, 3), got {points.shape}")
@@ -118,9 +194,17 @@ class Scene:
         scene.ambient_light((0.35, 0.35, 0.35))
         scene.point_light(pos=(1.5, 3.0, 2.5), color=(0.9, 0.9, 0.9))
         if floor is not None:
-            corners = np.array([[0.0, floor, 0.0], [1.0, floor, 0.0], [1.0, floor, 1.0], [0.0, floor, 1.0]])
+            x0, x1, z0, z1 = (float(v) for v in floor_extent)
+            corners = np.array([[x0, floor, z0], [x1, floor, z0], [x1, floor, z1], [x0, floor, z1]])
             up = np.tile([0.0, 1.0, 0.0], (6, 1))  # given, not left to GGUI's normals kernel (it warns on a cast)
-            self._mesh(scene, "floor", corners[[0, 1, 2, 0, 2, 3]], up, (0.88, 0.85, 0.78))
+            self._mesh(scene, "floor", corners[[0, 1, 2, 0, 2, 3]], up, FLOOR_COLOR)
+        for k, (centre, disc_radius) in enumerate(discs):  # a fan of 32 triangles, 1 mm above its height
+            angles = np.linspace(0.0, 2 * np.pi, 33)
+            rim = np.asarray(centre, float) + 1e-3 * np.array([0.0, 1.0, 0.0]) + float(disc_radius) * np.stack(
+                [np.cos(angles), np.zeros(33), np.sin(angles)], axis=1)
+            middle = np.asarray(centre, float) + [0.0, 1e-3, 0.0]
+            fan = np.stack([np.broadcast_to(middle, (32, 3)), rim[:-1], rim[1:]], axis=1).reshape(-1, 3)
+            self._mesh(scene, f"disc {k}", fan, np.tile([0.0, 1.0, 0.0], (96, 1)), MARK_COLOR)
         if len(boxes):
             vertices, normals = box_triangles(boxes)
             self._mesh(scene, "boxes", vertices, normals, (0.55, 0.6, 0.7))
@@ -136,8 +220,14 @@ class Scene:
         if segments is not None and len(segments):
             scene.lines(self._field("segments", np.asarray(segments, dtype=float).reshape(-1, 3)), width=1.0,
                         color=(0.3, 0.3, 0.3))
+        # colours as RGBA: for RGB, GGUI's copy kernel writes an alpha literal of the default float type into its f32
+        # buffer, and under tisim's f64 default Taichi warned "Assign may lose precision: f32 <- f64" at each compile
+        rgba = np.concatenate([colors, np.ones((len(colors), 1))], axis=1)
         scene.particles(self._field("points", points), radius=float(radius),
-                        per_vertex_color=self._field("colors", colors))
+                        per_vertex_color=self._field("colors", rgba))
+        if markers is not None and len(markers):
+            scene.particles(self._field("markers", np.asarray(markers, dtype=float).reshape(-1, 3)),
+                            radius=float(marker_radius or 2 * radius), color=MARKER_COLOR)
         canvas = self.window.get_canvas()
         canvas.set_background_color((1.0, 1.0, 1.0))
         canvas.scene(scene)
