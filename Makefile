@@ -22,25 +22,27 @@ demo: $(STAMP)
 	mkdir -p out
 	$(PY) demos/cartpole_opt.py
 
-# the engine, gradient and mechanism tests once more on two threads, the parallel kernels users get by default:
-# those whose loops add into shared entries from many items (tests/test_threads.py compares one and two threads
-# directly; the tests of optimization outcomes, marked perturbed, ran three times already); and Rigid2D's implicit
-# contact gradients, whose first backward pass once went wrong on several threads only
-GRADIENT_TESTS := $(addprefix tests/test_,$(addsuffix .py,engine mechanisms checkpointing losses mass_spring \
-	mass_spring_3d rigid2d diagnostics)) \
+# the gradient tests of the phased systems once more on two threads, the parallel kernels users get by default:
+# their loops add into shared entries from many items (tests/test_threads.py compares one and two threads directly,
+# for every mechanism; the small systems' tests would run serialized again, at their batch sizes; the tests of
+# optimization outcomes, marked perturbed, ran three times already); and Rigid2D's implicit contact gradients, whose
+# first backward pass once went wrong on several threads only
+GRADIENT_TESTS := $(addprefix tests/test_,$(addsuffix .py,mass_spring mass_spring_3d rigid2d)) \
 	tests/test_complementarity.py::test_implicit_gradients_are_the_converged_solutions_and_need_no_converged_sweeps \
 	tests/test_complementarity.py::test_stack_gradients_match_central_differences_and_every_schedule
 
 # two worker processes (pytest-xdist), a file to each at a time: module fixtures and the Ray cluster stay in one
 # process; every worker still runs Taichi on one thread, bitwise reproducible
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadfile
-	TISIM_TEST_THREADS=2 $(PY) -m pytest -q -m "not perturbed" $(GRADIENT_TESTS)
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "not stress"
+	TISIM_TEST_THREADS=2 $(PY) -m pytest -q -m "not perturbed and not stress" $(GRADIENT_TESTS)
 
 # the long runs of the hostile-input fuzzing (hypothesis) and of the bound-launch soak (1,500 simulator pairs made,
-# used and dropped in random order); make test runs both at a small size.
+# used and dropped in random order), which make test runs at a small size, and the tests marked stress: second
+# referees whose kernels take minutes to compile (MPM's hand-written reverses against Taichi's reverse mode in 3D)
 stress: $(STAMP)
-	TISIM_FUZZ_EXAMPLES=300 TISIM_SOAK_SIMULATORS=1500 $(PY) -m pytest -q tests/test_surface.py
+	TISIM_FUZZ_EXAMPLES=300 TISIM_SOAK_SIMULATORS=1500 $(PY) -m pytest -q -n 2 tests/test_surface.py
+	$(PY) -m pytest -q -m stress
 
 # the documentation site, built strict: a broken link, a missing page or an unresolved API reference fails it
 # (NO_MKDOCS_2_WARNING: without the theme's notice about its successor)

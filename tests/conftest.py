@@ -62,6 +62,8 @@ PERTURBATIONS = {"exact": None, "last-bits-1": 1, "last-bits-2": 2}
 def pytest_configure(config):
     config.addinivalue_line("markers", "perturbed: run once exactly and under last-bit perturbations of every input "
                                        "(tests/conftest.py)")
+    config.addinivalue_line("markers", "stress: long, run by make stress rather than make test (a second referee "
+                                       "of what faster tests already check, or a long soak)")
 
 
 def pytest_generate_tests(metafunc):
