@@ -51,8 +51,9 @@ def assert_same(kept, full, steps):
         np.testing.assert_array_equal(kept[name], full[name][:, steps], err_msg=name)
 
 
+# the 3D MPM case compiles 3D kernels of its own for a minute: make stress runs it, make test the 2D one
 @pytest.mark.parametrize("case,chunk", [(case, chunk) for case in sorted(CASES) for chunk in (None, 7)]
-                         + [("mpm_3d", 5)])
+                         + [pytest.param("mpm_3d", 5, marks=pytest.mark.stress)])
 def test_final_and_every_k_equal_the_full_rollout_bitwise(case, chunk):
     """The final state and every k-th state (k dividing T, and not) are the full rollout's, bit for bit, whatever
     the segment length."""
