@@ -79,7 +79,6 @@ def main(argv=None):
 
 def plot(results, folder):
     import matplotlib.pyplot as plt
-
     from matplotlib.ticker import NullFormatter
 
     fig, ax = plt.subplots(figsize=(8, 3.8), layout="constrained")

@@ -1,29 +1,16 @@
 """Pictures: 2D drawings and GIFs, 3D scenes, windows and plots. Nothing here simulates.
 
-    drawings   a numpy rasterizer, one drawing per system, frames and GIFs (re-exported here: tisim.viz.frames)
+    raster     a numpy rasterizer: colours, a Canvas in world coordinates, text, GIFs (re-exported here)
+    drawings   one drawing per system, the views and cameras that frame a rollout, frames (re-exported here)
     scene      3D pictures with Taichi's GGUI scene (tisim.scene)
     gui        interactive windows for demos run with --gui (tisim.gui)
     plots      matplotlib plots of histories, trajectories and adjoints (tisim.plots)
 """
 from tisim.viz.drawings import (
-    BACKGROUND,
-    BALL,
-    BLOCK,
-    BOB,
-    BOB_LOWER,
     CAPTION_BAND,
-    CART,
     DRAW,
-    GROUND,
-    HINGE,
     HINGE_HEIGHT,
-    INK,
-    MARK,
-    MARKER,
-    POLE,
-    ROD,
     VIEWS,
-    Canvas,
     draw_bouncing_ball,
     draw_cartpole,
     draw_double_pendulum,
@@ -32,16 +19,10 @@ from tisim.viz.drawings import (
     draw_pendulum,
     draw_rigid2d,
     draw_sliding_block,
-    caption,
     frames,
     look_at_rollout,
-    rollout_box,
-    text_mask,
-    write,
     orbit,
-    quantize,
-    save_gif,
-    side_by_side,
+    rollout_box,
     view_bouncing_ball,
     view_cartpole,
     view_double_pendulum,
@@ -49,6 +30,28 @@ from tisim.viz.drawings import (
     view_pendulum,
     view_rigid2d,
     view_sliding_block,
+)
+from tisim.viz.raster import (
+    BACKGROUND,
+    BALL,
+    BLOCK,
+    BOB,
+    BOB_LOWER,
+    CART,
+    GROUND,
+    HINGE,
+    INK,
+    MARK,
+    MARKER,
+    POLE,
+    ROD,
+    Canvas,
+    caption,
+    quantize,
+    save_gif,
+    side_by_side,
+    text_mask,
+    write,
 )
 from tisim.viz.scene import fit_camera, project
 

@@ -21,7 +21,6 @@ import taichi as ti
 from tisim.core import runtime
 from tisim.viz.gui import WindowUnavailable, window_problem
 
-
 FOV = 45.0  # GGUI's camera: vertical field of view [deg], perspective, near plane 0.1 m
 NEAR = 0.1  # [m]
 FLOOR_COLOR = (0.88, 0.85, 0.78)
