@@ -7,11 +7,8 @@
 tests/test_contract.py runs it on every system tisim.systems exports; docs/adding_a_system.md shows how to read
 its report. See ``check_system`` for the checks and their thresholds.
 """
-import ast
-import inspect
 import math
 import re
-import textwrap
 import time
 from dataclasses import dataclass, field
 
@@ -22,6 +19,7 @@ from tisim.core import losses, runtime
 from tisim.core.engine import GROUPS, System
 from tisim.core.protocol import Protocol
 from tisim.core.quantities import Quantity
+from tisim.core.stores import PlainStores, plain_stores
 
 __all__ = ["Check", "ContractFailure", "PlainStores", "SystemReport", "check_system"]
 
@@ -179,7 +177,7 @@ def _run(cls, report, keywords, horizon, batch, seed, debug, units, settings):
     check("declarations", 0, lambda: _count(_declaration_problems(cls)))
     if units:
         check("units", 0, lambda: _count(_unit_clashes(cls)))
-    check("accumulation", 0, lambda: _count(_plain_stores(cls)))
+    check("accumulation", 0, lambda: _count(plain_stores(cls)))
     if not check("construction", 0, lambda: _count(_construction_problems(cls, keywords, horizon))):
         return  # the rest make simulators the same way
     check("bad_input", 0, lambda: _count(_bad_input_accepted(cls, keywords)))
@@ -464,81 +462,3 @@ def _batch_dependence(cls, keywords, state, scale):
             if error > worst:
                 worst, detail = error, f"batch element {b}'s {what} differs from a batch-1 simulator's"
     return worst, detail
-
-
-# ---- the accumulation rule, in the source -------------------------------------------------------------------------
-class PlainStores(ast.NodeVisitor):
-    """Plain stores (=, not +=) into the next state x[..., t + 1, ...] or into scratch w[...] in @ti.func bodies.
-
-    A plain store into x[t+1] gives the same rollout and a silently wrong adjoint: Taichi's reverse mode of a store
-    overwrites the derivative the backward pass has already left there. Steps add (advance, accumulate); the two
-    allowed stores (assign, set_next) go through accessors."""
-
-    def __init__(self):
-        self.found = []
-        self.taichi = False
-
-    def visit_FunctionDef(self, node):
-        outer = self.taichi
-        self.taichi = outer or any(ast.unparse(d) == "ti.func" for d in node.decorator_list)
-        self.generic_visit(node)
-        self.taichi = outer
-
-    def visit_Assign(self, node):
-        if not self.taichi:
-            return
-        for target in node.targets:
-            if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
-                text = ast.unparse(target)
-                if (target.value.id == "x" and "t + 1" in text) or target.value.id == "w":
-                    self.found.append(f"line {node.lineno}: {ast.unparse(node)}")
-        self.generic_visit(node)
-
-
-def _sources(cls):
-    """[(label, parsed source or None)] to scan for a class: its module's functions and the bodies of the classes of
-    its MRO defined there, for every module of its MRO beyond the engine's (mixins included), from the module's
-    file; where a module has no file (code run from a string), the class's own source, or its functions'."""
-    mine = [klass for klass in cls.__mro__
-            if klass is not object and klass.__module__.split(".")[:2] != ["tisim", "core"]]
-    out, done = [], set()
-    for klass in mine:
-        try:
-            module = inspect.getmodule(klass)
-            if module.__name__ in done:
-                continue
-            tree = ast.parse(inspect.getsource(module))
-            names = {k.__name__ for k in mine if k.__module__ == module.__name__}
-            body = [node for node in tree.body if not isinstance(node, ast.ClassDef) or node.name in names]
-            out.append((module.__name__, ast.Module(body=body, type_ignores=[])))
-            done.add(module.__name__)
-            continue
-        except (TypeError, OSError, AttributeError):
-            pass
-        try:
-            out.append((klass.__name__, ast.parse(textwrap.dedent(inspect.getsource(klass)))))
-            continue
-        except (TypeError, OSError, SyntaxError):
-            pass
-        functions = []
-        for value in vars(klass).values():
-            function = getattr(value, "__func__", value)  # staticmethod, classmethod
-            if inspect.isfunction(function):
-                try:
-                    functions.append(textwrap.dedent(inspect.getsource(function)))
-                except (TypeError, OSError):
-                    pass
-        out.append((klass.__name__, ast.parse("\n".join(functions)) if functions else None))
-    return out
-
-
-def _plain_stores(cls):
-    problems = []
-    for label, tree in _sources(cls):
-        if tree is None:
-            problems.append(f"{label}: no source found to check")
-            continue
-        visitor = PlainStores()
-        visitor.visit(tree)
-        problems += [f"{label} {found}" for found in visitor.found]
-    return problems

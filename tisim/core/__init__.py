@@ -10,6 +10,7 @@
     trajectory   the per-step arrays' housekeeping kernels
     segments     a rollout in segments through a small buffer: checkpoints, long runs that keep every k-th state
     memory       what a simulator's arrays will need, checked before anything is allocated
+    stores       the accumulation rule checked in a system's source (no plain store into the next state)
     launch       kernel calls whose arguments are bound once
     protocol     what the gradient mechanisms may use of a simulator
     runtime      the one place that calls ti.init
