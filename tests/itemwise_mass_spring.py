@@ -9,20 +9,19 @@ from tisim.systems.mass_spring import MassSpring
 
 
 class ItemwiseMassSpring(MassSpring):
-    """MassSpring with one update per particle (ITEMS) in place of its phases."""
+    """MassSpring with a plain step, a loop over particles, in place of its phases."""
 
     PHASES = ()
     FUSED = {}
     REVERSES = {}
     SCRATCH = ()
-    ITEMS = "n_particles"
 
-    # It runs inside a dynamic loop over particles, so everything it uses is read here: a local set before that loop
-    # and read in it gets silently wrong gradients (docs/taichi_pitfalls.md#locals-across-a-dynamic-loop).
+    # The body of the dynamic loop over particles reads everything it uses itself: a local set before that loop and
+    # read in it gets silently wrong gradients (docs/taichi_pitfalls.md#locals-across-a-dynamic-loop).
     @ti.func
-    def step_item(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t, i):
-        f = self.weight(theta, b)
-        for q in ti.static(range(self.degree)):
-            f += self.present[i, q] * self.spring_force(x, theta, u, b, t, self.spring_of[i, q], i,
-                                                        self.other_of[i, q])
-        self.move(x, theta, dt, b, t, i, f, False)
+    def step(self, s: ti.template()):
+        for i in range(self.n_particles):
+            f = self.weight(s)
+            for q in ti.static(range(self.degree)):
+                f += self.present[i, q] * self.spring_force(s, self.spring_of[i, q], i, self.other_of[i, q])
+            self.move(s, i, f, False)

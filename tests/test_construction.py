@@ -104,3 +104,41 @@ def test_sizes_are_declared_with_their_defaults_and_minimums():
     with pytest.raises(ValueError, match="Linear: n must be an integer >= 1"):
         Linear(horizon=2, n=0)
     assert Rigid2D(horizon=2, n_discs=0, n_boxes=1).sizes["n_discs"] == 0
+
+
+def test_a_step_written_with_positional_arrays_is_refused_before_compiling():
+    """A step or rates with the arrays as positional arguments (the form before the step context) is refused at
+    construction, with the form to use; a class with neither a step nor phases too."""
+    import taichi as ti
+
+    from tisim import Quantity, System
+
+    class Positional(System):
+        STATE = (Quantity("x", 0.0, "m", "position"),)
+        ACTION = (Quantity("f", 0.0, "N", "force"),)
+
+        @ti.func
+        def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
+            pass
+
+    class PositionalRates(Positional):
+        @ti.func
+        def step(self, s: ti.template()):
+            s.advance("x", 0, s.state("x"))
+
+        @ti.func
+        def rates(self, x: ti.template(), theta: ti.template(), u: ti.template(), b, t, f: ti.template()):
+            pass
+
+    class NoStep(System):
+        STATE = Positional.STATE
+        ACTION = Positional.ACTION
+
+    with pytest.raises(TypeError, match=r"Positional.step\('self', 'x', .*step\(self, s\).*s.state\(name, i\)"):
+        Positional(horizon=2)
+    with pytest.raises(TypeError, match=r"PositionalRates.rates\(.*rates\(self, s\)"):
+        PositionalRates(horizon=2)
+    with pytest.raises(TypeError, match=r"NoStep: declare a step, step\(self, s\), or PHASES"):
+        NoStep(horizon=2)
+    PositionalRates.rates = None  # without the rates it builds and runs
+    assert PositionalRates(horizon=2).rollout()["x"].shape == (1, 3)

@@ -40,21 +40,22 @@ def test_every_system_is_checked():
 def test_the_store_check_can_fail():
     visitor = PlainStores()
     source = ("@ti.func\ndef step(x, w, b, t):\n    x[b, t + 1, 0] = 1.0\n    x[b, t + 1, 1] += 1.0\n"
-              "    w[b, 3] = 0.0\n    y[b, t + 1] = 2.0\n\ndef numpy_side(x, t):\n    x[0, t + 1] = 0.0\n")
+              "    w[b, 3] = 0.0\n    y[b, t + 1] = 2.0\n    s.x[s.b, s.t + 1, 2] = 0.0\n    s.w[s.b, 0] = 1.0\n"
+              "    s.x[s.b, s.t, 2] = 0.0\n\ndef numpy_side(x, t):\n    x[0, t + 1] = 0.0\n")
     visitor.visit(ast.parse(source))
-    assert [line.split(":")[0] for line in visitor.found] == ["line 3", "line 5"]
+    assert [line.split(":")[0] for line in visitor.found] == ["line 3", "line 5", "line 7", "line 8"]
 
 
 def test_the_store_check_reads_a_class_run_from_a_string():
     """A class whose module has no file (code run from a string, as a notebook does) is read from its functions'
     source; the static checks run even where the class cannot be built."""
     source = ("import taichi as ti\nfrom tisim.core.engine import System\n\nclass Unbuilt(System):\n"
-              "    @ti.func\n    def step(self, x, theta, u, dt, b, t):\n        x[b, t + 1, 0] = 1.0\n")
+              "    @ti.func\n    def step(self, s):\n        s.x[s.b, s.t + 1, 0] = 1.0\n")
     linecache.cache["<a notebook cell>"] = (len(source), None, source.splitlines(True), "<a notebook cell>")
     namespace = {"__name__": "a_notebook"}
     exec(compile(source, "<a notebook cell>", "exec"), namespace)
     report = check_system(namespace["Unbuilt"], raise_on_failure=False)
-    assert "Unbuilt line 3: x[b, t + 1, 0] = 1.0" in report["accumulation"].detail
+    assert "Unbuilt line 3: s.x[s.b, s.t + 1, 0] = 1.0" in report["accumulation"].detail
     assert "ACTION must declare exactly one quantity" in report["construction"].detail
     assert [check.name for check in report.failed] == ["declarations", "accumulation", "construction"]
 
@@ -70,8 +71,8 @@ class StoresTheNextState(System):
     DT = 1.0
 
     @ti.func
-    def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
-        x[b, t + 1, 0] = self.param(theta, "a", b, 0) * self.state(x, "x", b, t, 0) + self.action(u, "u", b, t, 0)
+    def step(self, s: ti.template()):
+        s.x[s.b, s.t + 1, 0] = s.param("a") * s.state("x") + s.action("u")
 
 
 class ReadsAnotherBatchElement(System):
@@ -83,9 +84,8 @@ class ReadsAnotherBatchElement(System):
     DT = 1.0
 
     @ti.func
-    def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
-        self.advance(x, "x", b, t, 0, self.param(theta, "a", 0, 0) * self.state(x, "x", b, t, 0)
-                     + self.action(u, "u", b, t, 0))
+    def step(self, s: ti.template()):
+        s.advance("x", 0, s.theta[0, self.P.a] * s.state("x") + s.action("u"))
 
 
 class MisDeclared(System):
@@ -98,9 +98,8 @@ class MisDeclared(System):
     DT = 1.0
 
     @ti.func
-    def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
-        self.advance(x, "x", b, t, 0, self.param(theta, "a", b, 0) * self.state(x, "x", b, t, 0)
-                     + self.param(theta, "g", b, 0) + self.action(u, "u", b, t, 0))
+    def step(self, s: ti.template()):
+        s.advance("x", 0, s.param("a") * s.state("x") + s.param("g") + s.action("u"))
 
 
 def test_a_plain_store_into_the_next_state_fails_by_source_and_by_adjoint():
@@ -112,7 +111,7 @@ def test_a_plain_store_into_the_next_state_fails_by_source_and_by_adjoint():
     report = failure.value.report
     assert {check.name for check in report.failed} == {"adjoint", "accumulation"}, report
     assert report["adjoint"].measured > 0.1
-    assert "x[b, t + 1, 0] = self.param" in report["accumulation"].detail  # the store, quoted
+    assert "s.x[s.b, s.t + 1, 0] = s.param" in report["accumulation"].detail  # the store, quoted
     assert report["gradient/initial_state"].passed and report["gradient/params"].passed
 
 

@@ -29,6 +29,18 @@ def test_worked_example_forward_and_adjoint():
     np.testing.assert_allclose(g.actions[0], [1.1502, 1.278, 1.42], rtol=0, atol=1e-12)
 
 
+def test_a_simulator_has_a_model_and_is_not_one():
+    """The simulator is a plain object holding a shared model: the model's class is the engine's Model with the
+    system's declarations and step, not a subclass of the system, and every simulator of a structure shares it."""
+    from tisim.core.model import Model
+
+    sim, other = ScalarLinear(horizon=3), ScalarLinear(horizon=5, batch=2)
+    assert not isinstance(sim, Model) and isinstance(sim.model, Model)
+    assert not isinstance(sim.model, tisim.System) and sim.model is other.model
+    assert sim.model.step is not None and sim.model.PARAMS == ScalarLinear.PARAMS
+    assert repr(sim.model) == "<model of ScalarLinear {}>"
+
+
 def test_worked_example_agrees_with_central_differences():
     """The worked example's backward pass matches central differences in every group."""
     report = tisim.gradcheck(worked_example(), TARGET)

@@ -153,26 +153,23 @@ class UnassignedSpring(MassSpring):
     its entry keeps whatever it held."""
 
     @ti.func
-    def springs_fused(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t,
-                      s):
-        if s > 0:
-            i, j = self.end[s, 0], self.end[s, 1]
-            self.assign(w, "spring_force", b, t, s, self.spring_force(x, theta, u, b, t, s, i, j))
+    def springs_fused(self, s: ti.template(), spring):
+        if spring > 0:
+            i, j = self.end[spring, 0], self.end[spring, 1]
+            s.assign("spring_force", spring, self.spring_force(s, spring, i, j))
 
     @ti.func
-    def particles_fused(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b,
-                        t, i):
-        self.move(x, theta, dt, b, t, i, self.load(theta, w, b, t, i), True)
+    def particles_fused(self, s: ti.template(), i):
+        self.move(s, i, self.load(s, i), True)
 
 
 class UnsetParticle(MassSpring):
     """The fused particle phase never sets particle 3's next state."""
 
     @ti.func
-    def particles_fused(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b,
-                        t, i):
+    def particles_fused(self, s: ti.template(), i):
         if i != 3:
-            self.move(x, theta, dt, b, t, i, self.load(theta, w, b, t, i), True)
+            self.move(s, i, self.load(s, i), True)
 
 
 class AssignsAddedScratch(MassSpring):
@@ -205,18 +202,17 @@ def schedule_results(make, per_step):
 
 
 @pytest.mark.parametrize("make, per_step", [
-    (ItemwiseMassSpring, True),
     (MassSpring, False),
     (MassSpring, True),
     (RecomputedSprings, False),
     (RecomputedSprings, True),
     (MixedScratch, False),
-], ids=["items-per-step", "phased", "phased-per-step", "phased-recomputed", "phased-recomputed-per-step",
+], ids=["phased", "phased-per-step", "phased-recomputed", "phased-recomputed-per-step",
         "phased-kept-and-recomputed"])
 def test_every_schedule_gives_the_same_gradients(make, per_step):
     """Every schedule gives the item-wise referee's (tests/itemwise_mass_spring.py) loss, trajectory and gradients in
-    every group, unrolled and checkpointed, with a Custom loss term too, to 1e-12: the item-wise step one launch per
-    step, the phased step (each spring once, into scratch) with its forward and backward passes fused or a launch per
+    every group, unrolled and checkpointed, with a Custom loss term too, to 1e-12: the phased step (each spring once,
+    into scratch) with its forward and backward passes fused or a launch per
     step (a GPU's), and the phased step with its scratch recomputed in the backward pass instead of kept. The item-wise
     gradients are Taichi's reverse mode, the phased ones the hand-written reverses; the backward passes may sum in
     other orders."""

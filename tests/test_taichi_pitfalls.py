@@ -247,7 +247,7 @@ def test_locals_across_a_dynamic_loop():
     np.testing.assert_array_equal(inside, [24.0, 48.0, 72.0])
     assert not np.array_equal(before, inside), fixed(
         "locals read across a dynamic loop in reverse mode",
-        "tisim/core/model.py (steps read everything inside the loop), tisim/systems/mass_spring/system.py step_item")
+        "tisim/core/model.py (steps read everything inside the loop), tests/itemwise_mass_spring.py step")
     np.testing.assert_array_equal(before, [8.0, 16.0, 24.0])
 
 

@@ -200,11 +200,11 @@ def _run(cls, report, keywords, horizon, batch, seed, debug, units, settings):
         return  # the checks below compare against this rollout's gradient
     ref, scale = state["reference"], np.abs(state["reference"]).max()
 
-    # a second simulator of the same problem, fused and, where the step has items or phases, a launch per step
+    # a second simulator of the same problem, fused and, where the step has phases, a launch per step
     variants = {"checkpointed": lambda: _flat(state["sim"].gradient(state["loss"], method="checkpointed",
                                                                     segments=2))}
     for per_step in (False, True):
-        if per_step and not (cls.ITEMS or state["sim"].phases):
+        if per_step and not state["sim"].phases:
             continue
 
         def variant(per_step=per_step):

@@ -3,8 +3,11 @@
 Every declared quantity is packed along one array axis (tisim/core/quantities.py). A quantity whose shape begins with a
 structural size ("n_particles", 2) is a table of items; item i is the rest of the shape: a ti.Vector (a
 particle's position: 2 or 3 entries, as the shape says), a ti.Matrix ("n_particles", 3, 3), or a scalar where
-nothing remains. A quantity without an item axis is one item: pass i = 0. So a system is written once for every
-dimension its shapes allow, with no offset arithmetic.
+nothing remains. A quantity without an item axis is one item: i = 0, the default of the reads. So a system is
+written once for every dimension its shapes allow, with no offset arithmetic.
+
+A step reaches the arrays through its step context (``Step`` below; ``Rates`` for an ODE's right-hand side), which
+holds them with the batch element and the step: ``s.state("pos", i)``, ``s.advance("vel", i, v)``.
 
 Steps never store into the next state themselves: ``advance`` accumulates into it. The engine zeroes x[t+1] before
 the step, and a plain store there would give the same rollout but erase the adjoint that the backward pass has left
@@ -13,6 +16,8 @@ cannot happen: ``assign`` sets an entry of assigned scratch, written once a step
 nothing has reached it to erase when it is written), and ``set_next`` sets the next state from the FUSED form of the
 last phase, which is never differentiated (tisim/core/phases.py).
 """
+from typing import Any, NamedTuple
+
 import numpy as np
 import taichi as ti
 
@@ -102,95 +107,141 @@ def set2(a: ti.template(), b, base, shape: ti.template(), value):
 
 
 def assigned_entry(layout, name):
-    """ScratchLayout.entry for System.assign, refused for scratch not declared assigned=True."""
+    """ScratchLayout.entry for Step.assign, refused for scratch not declared assigned=True."""
     if name in layout.names and name not in layout.assigned:
         raise ValueError(f"assign: scratch {name!r} is added into (accumulate); declare it Scratch(..., "
                          "assigned=True) to set each entry once a step")
     return layout.entry(name)
 
 
-class Accessors:
-    """Mixin of Model (tisim/core/model.py): the @ti.func accessors a step uses (the kernels inline them; nothing runs
-    in Python)."""
+class Step(NamedTuple):
+    """What one step of one batch entry reads and writes: the step context a system's functions receive as ``s``.
+
+    The engine builds it inside its kernels, ``ti.static(Step(model, x, theta, u, w, dt, b, t))``, and passes it to
+    ``step(self, s)``, to a phase ``name(self, s, i)``, or, over the derivative arrays (x.grad, theta.grad, u.grad,
+    w.grad), as ``bar`` to a hand-written reverse ``name_reverse(self, s, bar, i)``. It lives only while Taichi
+    compiles: its arrays are the kernel's arguments and b, t the kernel's loop indices, so reading through it costs
+    nothing at run time. Quantities are read and written by name; i is the item (a particle, a spring), 0 for a
+    quantity without an item axis.
+    """
+
+    model: Any
+    x: Any  # (B, T+1, S) states
+    theta: Any  # (B, P) parameters
+    u: Any  # (B, T, A) actions
+    w: Any  # (B, scratch) the step's scratch; None for a plain step
+    dt: Any
+    b: Any  # the batch entry
+    t: Any  # the step: from x[t] to x[t+1]
 
     @ti.func
-    def state(self, x: ti.template(), name: ti.template(), b, t, i):
+    def state(self, name: ti.template(), i=0):
         """Item i of state `name` at step t (a scalar, ti.Vector or ti.Matrix)."""
-        offset, width, shape = ti.static(entry_shape(self.state_layout, name))
-        return read3(x, b, t, offset + i * width, shape)
+        offset, width, shape = ti.static(entry_shape(self.model.state_layout, name))
+        return read3(self.x, self.b, self.t, offset + i * width, shape)
 
     @ti.func
-    def advance(self, x: ti.template(), name: ti.template(), b, t, i, value):
+    def next_state(self, name: ti.template(), i=0):
+        """Item i of state `name` at step t + 1: in a reverse, the derivative of what the step wrote."""
+        offset, width, shape = ti.static(entry_shape(self.model.state_layout, name))
+        return read3(self.x, self.b, self.t + 1, offset + i * width, shape)
+
+    @ti.func
+    def advance(self, name: ti.template(), i, value):
         """Accumulate `value` into item i of state `name` at step t + 1 (the step's result)."""
-        offset, width, shape = ti.static(entry_shape(self.state_layout, name))
-        add3(x, b, t + 1, offset + i * width, shape, value)
+        offset, width, shape = ti.static(entry_shape(self.model.state_layout, name))
+        add3(self.x, self.b, self.t + 1, offset + i * width, shape, value)
 
     @ti.func
-    def set_next(self, x: ti.template(), name: ti.template(), b, t, i, value):
+    def set_next(self, name: ti.template(), i, value):
         """Set item i of state `name` at step t + 1: only in the FUSED form of the last phase, which sets every
         entry of the next state once (the engine does not zero it for that form; see tisim/core/phases.py)."""
-        offset, width, shape = ti.static(entry_shape(self.state_layout, name))
-        set3(x, b, t + 1, offset + i * width, shape, value)
+        offset, width, shape = ti.static(entry_shape(self.model.state_layout, name))
+        set3(self.x, self.b, self.t + 1, offset + i * width, shape, value)
 
     @ti.func
-    def add_state(self, x: ti.template(), name: ti.template(), b, t, i, value):
-        """Add `value` into item i of state `name` at step t itself (a hand-written reverse's x_grad[t])."""
-        offset, width, shape = ti.static(entry_shape(self.state_layout, name))
-        add3(x, b, t, offset + i * width, shape, value)
+    def add_state(self, name: ti.template(), i, value):
+        """Add `value` into item i of state `name` at step t itself (a hand-written reverse's dL/dx[t])."""
+        offset, width, shape = ti.static(entry_shape(self.model.state_layout, name))
+        add3(self.x, self.b, self.t, offset + i * width, shape, value)
 
     @ti.func
-    def add_param(self, theta: ti.template(), name: ti.template(), b, i, value):
-        """Add `value` into item i of parameter `name` (a hand-written reverse's theta_grad)."""
-        offset, width, shape = ti.static(entry_shape(self.param_layout, name))
-        add2(theta, b, offset + i * width, shape, value)
-
-    @ti.func
-    def param(self, theta: ti.template(), name: ti.template(), b, i):
+    def param(self, name: ti.template(), i=0):
         """Item i of parameter `name` (i = 0 for a global parameter)."""
-        offset, width, shape = ti.static(entry_shape(self.param_layout, name))
-        return read2(theta, b, offset + i * width, shape)
+        offset, width, shape = ti.static(entry_shape(self.model.param_layout, name))
+        return read2(self.theta, self.b, offset + i * width, shape)
 
     @ti.func
-    def action(self, u: ti.template(), name: ti.template(), b, t, i):
+    def add_param(self, name: ti.template(), i, value):
+        """Add `value` into item i of parameter `name` (a hand-written reverse's dL/dtheta)."""
+        offset, width, shape = ti.static(entry_shape(self.model.param_layout, name))
+        add2(self.theta, self.b, offset + i * width, shape, value)
+
+    @ti.func
+    def action(self, name: ti.template(), i=0):
         """Item i of action `name` during step t."""
-        offset, width, shape = ti.static(entry_shape(self.action_layout, name))
-        return read3(u, b, t, offset + i * width, shape)
+        offset, width, shape = ti.static(entry_shape(self.model.action_layout, name))
+        return read3(self.u, self.b, self.t, offset + i * width, shape)
 
     @ti.func
-    def add_action(self, u: ti.template(), name: ti.template(), b, t, i, value):
-        """Add `value` into item i of action `name` during step t (a hand-written reverse's u_grad)."""
-        offset, width, shape = ti.static(entry_shape(self.action_layout, name))
-        add3(u, b, t, offset + i * width, shape, value)
+    def add_action(self, name: ti.template(), i, value):
+        """Add `value` into item i of action `name` during step t (a hand-written reverse's dL/du[t])."""
+        offset, width, shape = ti.static(entry_shape(self.model.action_layout, name))
+        add3(self.u, self.b, self.t, offset + i * width, shape, value)
 
     @ti.func
-    def ode_state(self, x: ti.template(), name: ti.template(), b, i):
-        """Item i of state `name` in a state array of one time, (B, S): where the ODE's rates are evaluated."""
-        offset, width, shape = ti.static(entry_shape(self.state_layout, name))
-        return read2(x, b, offset + i * width, shape)
-
-    @ti.func
-    def add_rate(self, f: ti.template(), name: ti.template(), b, i, value):
-        """Accumulate `value` into the rate d(name)/dt of item i, in an array (B, S) like the state's."""
-        offset, width, shape = ti.static(entry_shape(self.state_layout, name))
-        add2(f, b, offset + i * width, shape, value)
-
-    @ti.func
-    def scratch(self, w: ti.template(), name: ti.template(), b, t, i):
+    def scratch(self, name: ti.template(), i=0):
         """Item i of scratch `name` as computed during step t (by an earlier phase of the step)."""
-        base, width, shape = ti.static(self.scratch_layout.entry(name))
-        step = ti.static(self.scratch_layout.step_width(name))
-        return read2(w, b, base + t * step + i * width, shape)
+        base, width, shape = ti.static(self.model.scratch_layout.entry(name))
+        step = ti.static(self.model.scratch_layout.step_width(name))
+        return read2(self.w, self.b, base + self.t * step + i * width, shape)
 
     @ti.func
-    def accumulate(self, w: ti.template(), name: ti.template(), b, t, i, value):
+    def accumulate(self, name: ti.template(), i, value):
         """Add `value` into item i of scratch `name` for step t (the engine zeroes scratch before each step)."""
-        base, width, shape = ti.static(self.scratch_layout.entry(name))
-        step = ti.static(self.scratch_layout.step_width(name))
-        add2(w, b, base + t * step + i * width, shape, value)
+        base, width, shape = ti.static(self.model.scratch_layout.entry(name))
+        step = ti.static(self.model.scratch_layout.step_width(name))
+        add2(self.w, self.b, base + self.t * step + i * width, shape, value)
 
     @ti.func
-    def assign(self, w: ti.template(), name: ti.template(), b, t, i, value):
+    def assign(self, name: ti.template(), i, value):
         """Set item i of assigned scratch `name` for step t: the one write of that entry in the step."""
-        base, width, shape = ti.static(assigned_entry(self.scratch_layout, name))
-        step = ti.static(self.scratch_layout.step_width(name))
-        set2(w, b, base + t * step + i * width, shape, value)
+        base, width, shape = ti.static(assigned_entry(self.model.scratch_layout, name))
+        step = ti.static(self.model.scratch_layout.step_width(name))
+        set2(self.w, self.b, base + self.t * step + i * width, shape, value)
+
+
+class Rates(NamedTuple):
+    """The context of ``rates(self, s)``, an ODE's right-hand side x' = F(x, a; theta) for the continuous adjoint:
+    the states x (B, S) of one time, the parameters, the actions of step t, and f (B, S), into which the rates are
+    added."""
+
+    model: Any
+    x: Any
+    theta: Any
+    u: Any
+    f: Any
+    b: Any
+    t: Any
+
+    @ti.func
+    def state(self, name: ti.template(), i=0):
+        """Item i of state `name` where the rates are evaluated."""
+        offset, width, shape = ti.static(entry_shape(self.model.state_layout, name))
+        return read2(self.x, self.b, offset + i * width, shape)
+
+    @ti.func
+    def param(self, name: ti.template(), i=0):
+        offset, width, shape = ti.static(entry_shape(self.model.param_layout, name))
+        return read2(self.theta, self.b, offset + i * width, shape)
+
+    @ti.func
+    def action(self, name: ti.template(), i=0):
+        offset, width, shape = ti.static(entry_shape(self.model.action_layout, name))
+        return read3(self.u, self.b, self.t, offset + i * width, shape)
+
+    @ti.func
+    def add_rate(self, name: ti.template(), i, value):
+        """Accumulate `value` into the rate d(name)/dt of item i."""
+        offset, width, shape = ti.static(entry_shape(self.model.state_layout, name))
+        add2(self.f, self.b, offset + i * width, shape, value)

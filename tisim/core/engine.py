@@ -23,7 +23,7 @@ from tisim.core.derivatives import Gradient, NonFiniteError, nonfinite_rollout
 from tisim.core.launch import Launches
 from tisim.core.losses import _Bound
 from tisim.core.memory import CONSTRUCTION, TRAJECTORY, check_memory, plan_memory
-from tisim.core.model import Model, check_run, model_of, structure
+from tisim.core.model import check_run, describe, model_of, structure
 from tisim.core.phases import Scratchpad
 from tisim.core.quantities import near_miss, sizes_of
 from tisim.core.trajectory import begin, copy, copy2, copy3, copy_step, download, finish, host_view, is_small
@@ -50,13 +50,68 @@ def mechanism(name):
     return register
 
 
-class System(Model):
-    """Base class of every simulator: a model (tisim/core/model.py: what a subclass declares and implements) with a
-    horizon T, a batch B, a time step and the arrays of one rollout.
+class System:
+    """Base class of every simulator: a horizon T, a batch B, a time step, the arrays of one rollout and the public
+    calls (set_params / params, set_initial_state / initial_state, set_actions / actions, rollout, evaluate,
+    gradient, jacobian), with a compiled model (``sim.model``, tisim/core/model.py) whose kernels run the steps.
 
-    Users call set_params / params, set_initial_state / initial_state, set_actions / actions, rollout, gradient and
-    jacobian. Subclasses declare their model (tisim/core/model.py) and override nothing here.
+    A system subclasses it, overrides nothing here, and declares, as class attributes:
+      1. PARAMS, STATE, ACTION: tuples of ``Quantity`` rows for theta, x and a. ACTION has exactly one row (a scalar or
+         a vector); STATE and PARAMS any number.
+      2. DT: the default time step [s]; STRUCTURE: the integer constructor keywords that fix sizes and appear in
+         shapes, each a ``Size(name, default, minimum)`` or a plain name (default 1, at least 1);
+         OPTIONS: {keyword: (allowed strings, first = default)} for choices of law, e.g.
+         {"contact": ("penalty", "impact")}, read in kernels with ti.static.
+    and implements:
+      3. ``step(self, s)``, a ``@ti.func`` that reads the state at step t, the parameters and the action through
+         the step context s (``s.state("theta")``, ``s.param("m_cart")``, ``s.action("force")``: a
+         ``tisim.core.access.Step``, which holds the arrays, the time step s.dt, the batch entry s.b and the step s.t)
+         and ACCUMULATES the next state with ``s.advance(name, i, value)``: the engine zeroes x[t+1] first, and a
+         plain store would erase the adjoint that the backward pass leaves in x.grad. The step reads nothing from
+         ``self`` but structure: it runs on the model, which holds the class's declarations and functions and the
+         sizes, options and topology tables, not the simulator's other attributes. A dynamic loop inside the step
+         (over particles or contacts) must read everything it uses inside its own body: Taichi 1.7's reverse mode
+         silently mis-differentiates a local set before such a loop and read in it (docs/taichi_pitfalls.md).
+         Branches in such a loop crashed reverse mode in MassSpring (written branch-free) yet check out in
+         Rigid2D's contact loop: verify every such loop with gradcheck.
+
+    A step made of loops over different domains (springs, then particles; an MPM grid) declares PHASES and SCRATCH
+    instead (tisim/core/phases.py, docs/adding_a_system.md): each phase a @ti.func over one item of its domain, with
+    per-step scratch between phases that the engine zeroes (or that items assign), and keeps per step or recomputes
+    in the backward pass.
+
+    A system whose structure goes beyond sizes (which particles each spring joins) implements
+      4. ``topology(self)``: {name: value} read by the step as self.<name>. An integer or float numpy array becomes
+         a Taichi field of its shape (i32, or the runtime's float type); anything else (a flag, a constant, a
+         network's shape) is kept as it is and must be hashable. The tables are part of the model's key: simulators
+         with equal tables share one model and its compiled kernels.
+
+    Systems defined by an ODE x' = F(x, a; theta) may also implement
+      5. ``rates(self, s)``, a ``@ti.func`` that ACCUMULATES F with ``s.add_rate(name, i, value)``, reading the
+         state where it is evaluated, the parameters and the action of step t through s (a
+         ``tisim.core.access.Rates``): the continuous adjoint (method="continuous_adjoint")
+         integrates its transposed Jacobian backward in time (tisim/autodiff/continuous_adjoint.py).
     """
+
+    PARAMS = ()
+    STATE = ()
+    ACTION = ()
+    DT = 0.01
+    STRUCTURE = ()
+    OPTIONS = {}
+    PHASES = ()
+    FUSED = {}
+    REVERSES = {}
+    SCRATCH = ()
+
+    def topology(self):
+        """{name: table or constant} of structure beyond sizes and options (see the class docstring)."""
+        return {}
+
+    def events(self, traj):
+        """{name: bool array (B, T+1)}: when each non-smooth switch of the system (a contact, a stick) is on, read
+        from a rollout; systems with switches override this (``tisim.diagnostics`` reports them)."""
+        return {}
 
     def __init__(self, horizon, batch=1, dt=None, **values):
         name = type(self).__name__
@@ -64,7 +119,7 @@ class System(Model):
         sizes, options = structure(type(self), values)
         dt = self.DT if dt is None else dt
         self.T, self.B, self.dt = int(horizon), int(batch), float(dt)
-        self._describe(sizes, options)
+        describe(self, sizes, options)
         self._check_keywords(values)
         # every array's size is known now: refuse what cannot be allocated or indexed before compiling anything
         check_memory(self, self.memory_plan(), CONSTRUCTION)
@@ -109,7 +164,6 @@ class System(Model):
         self._launch = Launches()
         # each attribute read of a data-oriented kernel costs microseconds: read them once
         self._rollout_kernel, self._evaluate_kernel = self.model._rollout, self.model._evaluate
-        self._step_items_kernel = self.model._step_items
         self._no_loss = None  # the loss tables of a rollout without a loss, made when first needed
         self._status_host = np.empty((B, 2), dtype=runtime.numpy_real())
         # off the CPU, a persistent host copy of dL/da where it is small: on large bodies it would be one more O(T)
@@ -118,20 +172,17 @@ class System(Model):
         self._u_grad_host = np.empty((B, T, self.action_layout.size), dtype=runtime.numpy_real()) if small else None
         self._serial = is_small(B * (T + 1) * max(self.state_layout.size, 1), B)
         self._scratch = Scratchpad(self)
-        # one launch per step, parallel over batch and items: for item-wise and phased systems on a GPU (see ITEMS)
-        self._per_step = (self.ITEMS is not None or bool(self.phases)) and runtime.settings()["arch"] != "cpu"
+        # a phased step on a GPU: one launch per step, each phase parallel over batch and items (a fused loop at a
+        # small batch would run on a handful of GPU threads)
+        self._per_step = bool(self.phases) and runtime.settings()["arch"] != "cpu"
 
     def _steps(self, x, u, t0, t1, serial, grad=False):
         """Steps t0..t1-1 on the states x (B, n+1, S) with the actions u (B, n, A), or their reverse-mode gradient:
-        one fused launch, or one launch per step (in reverse order for the gradient) on the per-step schedule."""
+        one fused launch, or, for a phased step, the schedule of tisim/core/phases.py."""
         if self.phases:
             self._scratch.steps(x, u, t0, t1, serial, grad, self._per_step)
             return
-        if not self._per_step:
-            self._launch(self._rollout_kernel, x, self.theta, u, self.dt, t0, t1, serial, grad=grad)
-            return
-        for t in (range(t1 - 1, t0 - 1, -1) if grad else range(t0, t1)):
-            self._launch(self._step_items_kernel, x, self.theta, u, self.dt, t, grad=grad)
+        self._launch(self._rollout_kernel, x, self.theta, u, self.dt, t0, t1, serial, grad=grad)
 
     # ---- inputs ------------------------------------------------------------------------------------------------------
     def _check_alive(self):

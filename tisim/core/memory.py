@@ -85,7 +85,7 @@ def size(count):
 
 
 def plan_memory(sim, host_buffer_entries):
-    """The MemoryPlan of a simulator whose horizon, batch and layouts are set (System._describe), made without
+    """The MemoryPlan of a simulator whose horizon, batch and layouts are set (tisim.core.model.describe), made without
     allocating anything; host_buffer_entries: the largest action gradient the engine keeps a host copy of, off the
     CPU."""
     B, T = sim.B, sim.T

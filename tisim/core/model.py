@@ -7,18 +7,21 @@ layout, the topology as Taichi fields, and the kernels Taichi compiles for them.
 structure, topology) and shared by every simulator of that structure, so kernels compile once per structure, not
 once per simulator, and simulators come and go freely (tisim/core/runtime.py keeps the models).
 
-The simulator (``System``, tisim/core/engine.py) is a model with a horizon, a batch and arrays, and the public calls; it
-reaches its model as ``sim.model``. The gradient mechanisms run the model's kernels on the simulator's arrays
+The simulator (``System``, tisim/core/engine.py) has a model: it holds a horizon, a batch, the arrays and the public
+calls, and reaches its model as ``sim.model``. The model's class is made from ``Model`` (the engine's kernels) and
+what the system class adds (its declarations, its @ti.func physics and their helpers: ``physics_of``), so the step
+runs on the model as ``self``. The gradient mechanisms run the model's kernels on the simulator's arrays
 (tisim/core/protocol.py).
 """
 import hashlib
+import inspect
 import math
 
 import numpy as np
 import taichi as ti
 
 from tisim.core import runtime
-from tisim.core.access import Accessors
+from tisim.core.access import Rates, Step
 from tisim.core.losses import quadratic
 from tisim.core.memory import INDEX_LIMIT
 from tisim.core.phases import REVERSE, ScratchLayout, fused_step, phase_list
@@ -28,90 +31,41 @@ from tisim.core.trajectory import clear_row, nonfinite_row, prepare_grads
 UNROLLED_STATE = 16  # states up to this many entries are cleared and checked row by row in unrolled code
 
 
-class Model(Accessors):
-    """What a system declares and the kernels built on it (see the module docstring).
+# What a system class declares, with the engine's defaults (tisim.System holds them and documents each)
+DECLARATIONS = ("PARAMS", "STATE", "ACTION", "DT", "STRUCTURE", "OPTIONS", "PHASES", "FUSED", "REVERSES", "SCRATCH")
 
-    A system subclasses ``tisim.System`` (which is a Model) and declares, as class attributes:
-      1. PARAMS, STATE, ACTION: tuples of ``Quantity`` rows for theta, x and a. ACTION has exactly one row (a scalar or
-         a vector); STATE and PARAMS any number.
-      2. DT: the default time step [s]; STRUCTURE: the integer constructor keywords that fix sizes and appear in
-         shapes, each a ``Size(name, default, minimum)`` or a plain name (default 1, at least 1);
-         OPTIONS: {keyword: (allowed strings, first = default)} for choices of law, e.g.
-         {"contact": ("penalty", "impact")}, read in kernels with ti.static.
-    and implements:
-      3. ``step(self, x, theta, u, dt, b, t)``, a ``@ti.func`` that reads x[b, t, :], theta[b, :] and u[b, t, :] and
-         ACCUMULATES the next state into x[b, t+1, :] (the engine zeroes it first; a plain store would erase the
-         adjoint that the backward pass leaves in x.grad), by name through the accessors of tisim/core/access.py or at
-         the offsets self.X, self.P and self.U (``theta[b, self.P.m_cart]``). The step reads nothing from ``self``
-         but structure: it runs on the model. A dynamic loop inside the step (over particles or contacts) must read
-         everything it uses inside its own body: Taichi 1.7's reverse mode silently mis-differentiates a local set
-         before such a loop and read in it. Branches in such a loop crashed reverse mode in MassSpring (written
-         branch-free) yet check out in Rigid2D's contact loop: verify every such loop with gradcheck.
 
-    A step that is one independent update per item (a particle reading its neighbours at step t and writing only
-    its own next state) may instead set ITEMS to the STRUCTURE size that counts the items and implement
-      3'. ``step_item(self, x, theta, u, dt, b, t, i)``, the update of item i; ``step`` is then its loop. On a GPU
-         the engine runs each step as one launch parallel over batch and items (a fused loop at a small batch would
-         run on a handful of GPU threads); on a CPU the fused loop is faster (a thread-pool dispatch per step costs
-         more than a step).
+def describe(host, sizes, options):
+    """Set on a simulator or a model what its class's declarations give for one structure: sizes and options as
+    attributes, the packed layouts and their offsets (P, X, U), the scratch layout and the phase list."""
+    host.sizes, host.options = dict(sizes), dict(options)
+    for key, value in {**sizes, **options}.items():
+        setattr(host, key, value)
+    host.param_layout = Layout(host.PARAMS, sizes, "parameter")
+    host.state_layout = Layout(host.STATE, sizes, "state")
+    host.action_layout = Layout(host.ACTION, sizes, "action")
+    host.P, host.X, host.U = host.param_layout.index, host.state_layout.index, host.action_layout.index
+    host.action_name = host.ACTION[0].name
+    # state rows up to this long are cleared and checked by unrolled code in the one-launch forward pass
+    host._unrolled = host.state_layout.size if host.state_layout.size <= UNROLLED_STATE else 0
+    host.action_shape = host.action_layout.shapes[host.action_name]
+    host.scratch_layout = ScratchLayout(host.SCRATCH, sizes)
+    host.phases = phase_list(host)
+    host.fused_phases = phase_list(host, fused=True) if host.phases else []
+    # every phase with a hand-written reverse: on a CPU the backward pass is one launch (phases.run_reverses)
+    host.fused_reverse = bool(host.phases) and all(phase.kind == REVERSE for phase in host.phases)
+    # the last phase's FUSED form sets the whole next state (s.set_next): the fused pass leaves it unzeroed
+    host.sets_next = bool(host.phases) and host.PHASES[-1][0] in host.FUSED
 
-    A step made of loops over different domains (springs, then particles; an MPM grid) declares PHASES and SCRATCH
-    instead (tisim/core/phases.py, docs/adding_a_system.md): each phase a @ti.func over one item of its domain, with
-    per-step scratch between phases that the engine zeroes (or that items assign), and keeps per step or recomputes
-    in the backward pass.
 
-    A system whose structure goes beyond sizes (which particles each spring joins) implements
-      4. ``topology(self)``: {name: value} read by the step as self.<name>. An integer or float numpy array becomes
-         a Taichi field of its shape (i32, or the runtime's float type); anything else (a flag, a constant, a
-         network's shape) is kept as it is and must be hashable. The tables are part of the model's key: simulators
-         with equal tables share one model and its compiled kernels.
+class Model:
+    """The kernels of one system class and structure, and the structure they read (see the module docstring).
 
-    Systems defined by an ODE x' = F(x, a; theta) may also implement
-      5. ``rates(self, x, theta, u, b, t, f)``, a ``@ti.func`` that ACCUMULATES F at the state x[b, :] (a (B, S)
-         array), with the action u[b, t, :], into f[b, :]: the continuous adjoint (method="continuous_adjoint")
-         integrates its transposed Jacobian backward in time (tisim/autodiff/continuous_adjoint.py).
-    """
+    model_of makes it: its class is this one with the system class's declarations and functions added
+    (physics_of), made data-oriented, so the kernels call the system's step, phases and rates on ``self``."""
 
-    PARAMS = ()
-    STATE = ()
-    ACTION = ()
-    DT = 0.01
-    STRUCTURE = ()
-    OPTIONS = {}
-    ITEMS = None
-    PHASES = ()
-    FUSED = {}
-    REVERSES = {}
-    SCRATCH = ()
-
-    def topology(self):
-        """{name: table or constant} of structure beyond sizes and options (see the class docstring)."""
-        return {}
-
-    def events(self, traj):
-        """{name: bool array (B, T+1)}: when each non-smooth switch of the system (a contact, a stick) is on, read
-        from a rollout; systems with switches override this (``tisim.diagnostics`` reports them)."""
-        return {}
-
-    def _describe(self, sizes, options):
-        self.sizes, self.options = dict(sizes), dict(options)
-        for key, value in {**sizes, **options}.items():
-            setattr(self, key, value)
-        self.param_layout = Layout(self.PARAMS, sizes, "parameter")
-        self.state_layout = Layout(self.STATE, sizes, "state")
-        self.action_layout = Layout(self.ACTION, sizes, "action")
-        self.P, self.X, self.U = self.param_layout.index, self.state_layout.index, self.action_layout.index
-        self.action_name = self.ACTION[0].name
-        # state rows up to this long are cleared and checked by unrolled code in the one-launch forward pass
-        self._unrolled = self.state_layout.size if self.state_layout.size <= UNROLLED_STATE else 0
-        self.action_shape = self.action_layout.shapes[self.action_name]
-        self.scratch_layout = ScratchLayout(self.SCRATCH, sizes)
-        self.phases = phase_list(self)
-        self.fused_phases = phase_list(self, fused=True) if self.phases else []
-        # every phase with a hand-written reverse: on a CPU the backward pass is one launch (phases.run_reverses)
-        self.fused_reverse = bool(self.phases) and all(phase.kind == REVERSE for phase in self.phases)
-        # the last phase's FUSED form sets the whole next state (System.set_next): the fused pass leaves it unzeroed
-        self.sets_next = bool(self.phases) and self.PHASES[-1][0] in self.FUSED
+    def __init__(self, sizes, options):
+        describe(self, sizes, options)
 
     # ---- kernels (run on the shared model, on a simulator's arrays) ----------------------------------------------
     @ti.kernel
@@ -120,19 +74,7 @@ class Model(Accessors):
         ti.loop_config(serialize=serial)
         for b in range(x.shape[0]):
             for t in range(t0, t1):
-                self.step(x, theta, u, dt, b, t)
-
-    @ti.kernel
-    def _step_items(self, x: ti.types.ndarray(ndim=3), theta: ti.types.ndarray(ndim=2), u: ti.types.ndarray(ndim=3),
-                    dt: float, t: ti.i32):
-        for b, i in ti.ndrange(x.shape[0], ti.static(self.sizes[self.ITEMS])):
-            self.step_item(x, theta, u, dt, b, t, i)
-
-    @ti.func
-    def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
-        # the fused schedule of an item-wise system (systems without ITEMS define their own step)
-        for i in range(ti.static(self.sizes[self.ITEMS])):
-            self.step_item(x, theta, u, dt, b, t, i)
+                self.step(ti.static(Step(self, x, theta, u, None, dt, b, t)))
 
     @ti.kernel
     def _evaluate(self, x: ti.types.ndarray(ndim=3), x0: ti.types.ndarray(ndim=2), theta: ti.types.ndarray(ndim=2),
@@ -166,7 +108,7 @@ class Model(Accessors):
                 if ti.static(self.phases):
                     fused_step(self, x, theta, u, scratch, dt, b, t)
                 else:
-                    self.step(x, theta, u, dt, b, t)
+                    self.step(ti.static(Step(self, x, theta, u, None, dt, b, t)))
                 if nonfinite_row(x, b, t + 1, self._unrolled) and t + 1 < first:
                     first = t + 1
             quadratic(x, u, loss, b, time, offset, w, target, linear, w_effort)
@@ -180,7 +122,7 @@ class Model(Accessors):
         ti.loop_config(serialize=serial)
         for b in range(x.shape[0]):
             for t in range(n):
-                self.step(x, theta, u, dt, b, t)
+                self.step(ti.static(Step(self, x, theta, u, None, dt, b, t)))
 
     @ti.kernel
     def _rates(self, x: ti.types.ndarray(ndim=2), theta: ti.types.ndarray(ndim=2), u: ti.types.ndarray(ndim=3),
@@ -189,10 +131,10 @@ class Model(Accessors):
         # define ``rates`` (the continuous adjoint differentiates this kernel alone)
         ti.loop_config(serialize=serial)
         for b in range(x.shape[0]):
-            self.rates(x, theta, u, b, t, f)
+            self.rates(ti.static(Rates(self, x, theta, u, f, b, t)))
 
     def __repr__(self):
-        return f"<model of {type(self).__mro__[1].__name__} {self.sizes}>"
+        return f"<model of {self.SYSTEM.__name__} {self.sizes}>"
 
 
 def structure(cls, values):
@@ -210,9 +152,24 @@ def structure(cls, values):
                              + near_miss(str(choice), cls.OPTIONS[key]))
     if len(cls.ACTION) != 1:
         raise TypeError(f"{name}: ACTION must declare exactly one quantity, got {len(cls.ACTION)}")
-    if cls.PHASES and cls.ITEMS:
-        raise TypeError(f"{name}: a step has one form: declare PHASES or ITEMS, not both")
+    check_signatures(cls)
     return sizes, options
+
+
+def check_signatures(cls):
+    """Refuse, before anything compiles, a step or rates written with positional arrays: they take the step context
+    s (tisim/core/access.py), step(self, s) and rates(self, s)."""
+    for method in ("step", "rates"):
+        function = getattr(cls, method, None)
+        if method == "step" and function is None and not cls.PHASES:
+            raise TypeError(f"{cls.__name__}: declare a step, step(self, s), or PHASES (docs/adding_a_system.md)")
+        if function is None or (method == "step" and cls.PHASES):
+            continue
+        parameters = list(inspect.signature(function).parameters)
+        if parameters != ["self", "s"]:
+            raise TypeError(f"{cls.__name__}.{method}{tuple(parameters)}: a {method} takes the step context, "
+                            f"{method}(self, s), and reads through it: s.state(name, i), s.param(name), "
+                            f"s.action(name), s.advance(name, i, value), s.dt, s.b, s.t (docs/adding_a_system.md)")
 
 
 def model_of(system, sizes, options):
@@ -239,12 +196,23 @@ def _tables_key(cls, tables):
     return tuple(key)
 
 
+def physics_of(cls):
+    """{name: value} of what a system class adds to the engine: its declarations (with the engine's defaults), its
+    @ti.func physics and the helpers they call, from every class of its MRO outside tisim.core (mixins too), the
+    most derived last; and SYSTEM, the class itself."""
+    namespace = {name: getattr(cls, name) for name in DECLARATIONS}
+    for klass in reversed(cls.__mro__):
+        if klass is not object and not klass.__module__.startswith("tisim.core."):
+            namespace.update({key: value for key, value in vars(klass).items() if not key.startswith("__")})
+    namespace["SYSTEM"] = cls
+    return namespace
+
+
 def _build(cls, sizes, options, tables):
     # Only the model is Taichi-data-oriented: ti.data_oriented routes every attribute access through a Python
     # wrapper, which a user-facing simulator would pay on each of the hundreds of accesses per iteration.
-    kernels = ti.data_oriented(type(cls.__name__ + "Model", (cls,), {}))
-    model = object.__new__(kernels)
-    model._describe(sizes, options)
+    kernels = ti.data_oriented(type(cls.__name__ + "Model", (Model,), physics_of(cls)))
+    model = kernels(sizes, options)
     arrays = {}
     for name, value in tables.items():
         if isinstance(value, np.ndarray):

@@ -5,43 +5,43 @@ A system may declare its step as PHASES, each a loop over its own domain, in ord
     PHASES = (("springs", "n_springs"), ("particles", "n_particles"))
     SCRATCH = (Scratch("spring_force", "N", "...", shape=("n_springs", 2)),)
 
-and implement each phase as ``name(self, x, theta, u, w, dt, b, t, i)``, a @ti.func for item i of its domain. w holds
-the scratch (read and written with System.scratch / System.accumulate); the last phase writes the next state (with
-System.advance), the earlier ones write scratch only. A phase reads what earlier phases of the step wrote, never
-what it writes itself.
+and implement each phase as ``name(self, s, i)``, a @ti.func for item i of its domain, where s is the step context
+(tisim/core/access.py: ``Step``). s.w holds the scratch (read and written with s.scratch and s.accumulate); the last
+phase writes the next state (with s.advance), the earlier ones write scratch only. A phase reads what earlier
+phases of the step wrote, never what it writes itself.
 
-A phase may repeat, as ("sweep", "n_contacts", 16): it is then ``name(self, x, theta, u, w, dt, b, t, i, r)``, run
-16 times with r = 0, 1, ..., each run reading what the earlier ones wrote (an iterative solver's sweeps, each into
+A phase may repeat, as ("sweep", "n_contacts", 16): it is then ``name(self, s, i, r)``, run 16 times with r = 0, 1,
+..., each run reading what the earlier ones wrote (an iterative solver's sweeps, each into
 its own scratch slots: a phase still never reads what the same run writes). r is a run-time index, so the phase
 compiles once however often it repeats: unrolled into one kernel, 16 sweeps of Rigid2D's contact solve take minutes
 to compile for the backward pass (Taichi's passes grow faster than the code). The last phase cannot repeat.
 
 A phase may be a solve differentiated by the implicit function theorem, as ("impulses", "n_contacts", "implicit"),
-followed by any number of ("conditions", "n_contacts", "residual") entries. ``impulses_solve(self, x, theta, u, w,
-dt, b, t)`` finds the solution y (into scratch) by any method, serial loops and early exits included: it is never
-differentiated. ``impulses`` and the residual phases after it, plain phases over their domains, compute the
+followed by any number of ("conditions", "n_contacts", "residual") entries. ``impulses_solve(self, s)`` finds the
+solution y (into scratch) by any method, serial loops and early exits included: it is never differentiated.
+``impulses`` and the residual phases after it, plain phases over their domains, compute the
 residual r(y, inputs) of the conditions the solution meets into scratch, zero at the solution.
-``impulses_reverse(self, x, theta, u, w, w_grad, dt, b, t)``, never differentiated either, reads the later phases'
-derivative ybar from w_grad, solves (dr/dy)^T lambda = ybar and writes -lambda into w_grad as the residual's
-derivative. The backward pass then differentiates the residual phases, which gives the inputs dL/dinputs =
--lambda^T dr/dinputs: the derivative of the exact solution, however many iterations the solve took, at the cost of
-one adjoint solve (and the residual's adds to ybar, -(dr/dy)^T lambda, cancel it, as they must). Later phases must
-not read the residual, and the adjoint must see every other derivative of y, so only phases after the residual
-read y.
+``impulses_reverse(self, s, bar)``, never differentiated either, reads the later phases' derivative ybar from the
+scratch's derivative (bar: a step context over the derivative arrays, bar.scratch), solves (dr/dy)^T lambda = ybar
+and adds -lambda there as the residual's derivative (bar.accumulate). The backward pass then differentiates the
+residual phases, which gives the inputs dL/dinputs = -lambda^T dr/dinputs: the derivative of the exact solution,
+however many iterations the solve took, at the cost of one adjoint solve (and the residual's adds to ybar,
+-(dr/dy)^T lambda, cancel it, as they must). Later phases must not read the residual, and the adjoint must see
+every other derivative of y, so only phases after the residual read y.
 
 A plain phase may name a forward-only form for the fused schedule below, FUSED = {"scatter": ("scatter_point",
 "n_particles")}: the same sums over another domain (MPM: a point with its cells unrolled, for a pair), so that both
 schedules take the same steps: to the last bit where the sums keep their order (MassSpring's), to rounding where
 they are regrouped for speed (MPM's). The last phase's FUSED form sets the next
-state (System.set_next) instead of adding into it, every entry once: nothing differentiates it, so the += rule
+state (s.set_next) instead of adding into it, every entry once: nothing differentiates it, so the += rule
 has nothing to protect there, and the engine does not zero x[t+1] before it (on the 64 x 64 cloth the zeroing and
 the adds cost 5% of the forward pass).
 
 A plain phase may have a hand-written reverse, REVERSES = {"gather": ("gather_reverse", "n_particles")}:
-``gather_reverse(self, x, theta, u, w, x_grad, theta_grad, u_grad, w_grad, dt, b, t, i)``, never differentiated,
-over its own domain, reads the derivatives of what the phase wrote (x_grad at t + 1, w_grad of its scratch) and
-adds the derivatives of what it read (x_grad at t, theta_grad, u_grad, w_grad), with the accessors' add_state,
-add_param and accumulate. The backward pass runs it in place of Taichi's reverse of the phase (MPM: a point's
+``gather_reverse(self, s, bar, i)``, never differentiated, over its own domain: bar is the step context over the
+derivative arrays (x.grad, theta.grad, u.grad, w.grad). It reads the derivatives of what the phase wrote
+(bar.next_state, bar.scratch) and adds the derivatives of what it read (bar.add_state, bar.add_param,
+bar.add_action, bar.accumulate). The backward pass runs it in place of Taichi's reverse of the phase (MPM: a point's
 3^d cells unrolled, where Taichi's reverse mode of the unrolled form took minutes to compile).
 
 The schedules:
@@ -60,7 +60,7 @@ The schedules:
   transfer reverses halved its cold compile).
 
 Scratch is zeroed by the engine before each step, except, in the fused forward pass, assigned scratch
-(Scratch(assigned=True)), whose every entry one item sets once a step (System.assign). Kept scratch (keep=True)
+(Scratch(assigned=True)), whose every entry one item sets once a step (s.assign). Kept scratch (keep=True)
 has a row per step, which the backward pass reads; recomputed scratch (keep=False) has one row, and the backward
 pass of step t first reruns the step's earlier phases on x[t] to refill it. In Taichi's debug mode
 (tisim.init(debug=True)) the fused forward pass fills assigned scratch and a next state that is set with NaN
@@ -78,7 +78,7 @@ import numpy as np
 import taichi as ti
 
 from tisim.core import runtime
-from tisim.core.access import entry_shape
+from tisim.core.access import Step, entry_shape
 from tisim.core.protocol import Protocol
 from tisim.core.quantities import Layout
 
@@ -222,10 +222,11 @@ def run_step(host: ti.template(), x: ti.types.ndarray(ndim=3), theta: ti.types.n
     for phase in ti.static(unit_phases(host, unit)):
         ti.loop_config(serialize=serial)
         for b, i in ti.ndrange(x.shape[0], phase.size):
+            s = ti.static(Step(host, x, theta, u, w, dt, b, t))
             if ti.static(phase.kind in PLAIN):
-                phase.function(x, theta, u, w, dt, b, t, i)
+                phase.function(s, i)
             else:
-                phase.function(x, theta, u, w, dt, b, t, i, r)
+                phase.function(s, i, r)
 
 
 @ti.kernel
@@ -237,7 +238,8 @@ def run_reverse(host: ti.template(), x: ti.types.ndarray(ndim=3), x_grad: ti.typ
     ti.loop_config(serialize=serial)
     phase = ti.static(host.phases[unit.first])
     for b, i in ti.ndrange(x.shape[0], phase.reverse_size):
-        phase.reverse(x, theta, u, w, x_grad, theta_grad, u_grad, w_grad, dt, b, t, i)
+        phase.reverse(ti.static(Step(host, x, theta, u, w, dt, b, t)),
+                      ti.static(Step(host, x_grad, theta_grad, u_grad, w_grad, dt, b, t)), i)
 
 
 @ti.kernel
@@ -278,10 +280,11 @@ def run_reverses(host: ti.template(), x: ti.types.ndarray(ndim=3), x_grad: ti.ty
                     w[b, r] = 0.0
                 for phase in ti.static(host.fused_phases[:-1]):
                     for i in range(phase.size):
-                        phase.function(x, theta, u, w, dt, b, t, i)
+                        phase.function(ti.static(Step(host, x, theta, u, w, dt, b, t)), i)
             for phase in ti.static(host.phases[::-1]):
                 for i in range(phase.reverse_size):
-                    phase.reverse(x, theta, u, w, x_grad, theta_grad, u_grad, w_grad, dt, b, t, i)
+                    phase.reverse(ti.static(Step(host, x, theta, u, w, dt, b, t)),
+                                  ti.static(Step(host, x_grad, theta_grad, u_grad, w_grad, dt, b, t)), i)
 
 
 @ti.kernel
@@ -291,7 +294,7 @@ def run_solve(host: ti.template(), x: ti.types.ndarray(ndim=3), theta: ti.types.
     # the solve of the unit's implicit phase at step t, per batch element (never differentiated)
     ti.loop_config(serialize=serial)
     for b in range(x.shape[0]):
-        ti.static(host.phases[unit.first].solve)(x, theta, u, w, dt, b, t)
+        ti.static(host.phases[unit.first].solve)(ti.static(Step(host, x, theta, u, w, dt, b, t)))
 
 
 @ti.kernel
@@ -302,7 +305,8 @@ def run_implicit_reverse(host: ti.template(), x: ti.types.ndarray(ndim=3), theta
     # of the residual out
     ti.loop_config(serialize=serial)
     for b in range(x.shape[0]):
-        ti.static(host.phases[unit.first].reverse)(x, theta, u, w, w_grad, dt, b, t)
+        ti.static(host.phases[unit.first].reverse)(ti.static(Step(host, x, theta, u, w, dt, b, t)),
+                                                   ti.static(Step(host, None, None, None, w_grad, dt, b, t)))
 
 
 @ti.kernel
@@ -338,16 +342,17 @@ def fused_step(host: ti.template(), x: ti.template(), theta: ti.template(), u: t
             w[b, k] = ti.math.nan
         for k in range(zeroed[1], kept):
             w[b, row + k] = ti.math.nan
+    s = ti.static(Step(host, x, theta, u, w, dt, b, t))
     for phase in ti.static(host.fused_phases):
         if ti.static(phase.kind == IMPLICIT):
-            ti.static(phase.solve)(x, theta, u, w, dt, b, t)
+            ti.static(phase.solve)(s)
         if ti.static(phase.kind in PLAIN):
             for i in range(phase.size):
-                phase.function(x, theta, u, w, dt, b, t, i)
+                phase.function(s, i)
         else:
             for r in range(phase.kind):
                 for i in range(phase.size):
-                    phase.function(x, theta, u, w, dt, b, t, i, r)
+                    phase.function(s, i, r)
 
 
 class Scratchpad:

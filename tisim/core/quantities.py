@@ -182,7 +182,7 @@ class Scratch:
     shape is like a Quantity's. keep=True stores it for every step, so the backward pass reads it; keep=False holds
     one step's worth, which the backward pass recomputes from the step's input state: memory independent of the
     horizon, for one more run of the step's earlier phases. assigned=True: every entry is set once a step, by one
-    item, with System.assign (a spring's force, a point's new deformation), so the one-launch forward pass does not
+    item, with s.assign (a spring's force, a point's new deformation), so the one-launch forward pass does not
     zero it first; scratch that items add into (an MPM grid) is zeroed before each step."""
 
     name: str

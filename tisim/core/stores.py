@@ -8,7 +8,8 @@ import textwrap
 
 
 class PlainStores(ast.NodeVisitor):
-    """Plain stores (=, not +=) into the next state x[..., t + 1, ...] or into scratch w[...] in @ti.func bodies.
+    """Plain stores (=, not +=) into the next state x[..., t + 1, ...] or into scratch w[...] in @ti.func bodies, the
+    arrays named as such or reached through the step context (s.x, s.w).
 
     A plain store into x[t+1] gives the same rollout and a silently wrong adjoint: Taichi's reverse mode of a store
     overwrites the derivative the backward pass has already left there. Steps add (advance, accumulate); the two
@@ -28,10 +29,13 @@ class PlainStores(ast.NodeVisitor):
         if not self.taichi:
             return
         for target in node.targets:
-            if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
-                text = ast.unparse(target)
-                if (target.value.id == "x" and "t + 1" in text) or target.value.id == "w":
-                    self.found.append(f"line {node.lineno}: {ast.unparse(node)}")
+            if not isinstance(target, ast.Subscript):
+                continue
+            # the array: x or w, or the step context's s.x or s.w
+            array = target.value.id if isinstance(target.value, ast.Name) else \
+                target.value.attr if isinstance(target.value, ast.Attribute) else None
+            if (array == "x" and "t + 1" in ast.unparse(target)) or array == "w":
+                self.found.append(f"line {node.lineno}: {ast.unparse(node)}")
         self.generic_visit(node)
 
 

@@ -4,7 +4,7 @@ An ``MLP((3, 16, 1))`` maps 3 inputs through a tanh layer of 16 to 1 linear outp
 simulator's parameter array (a Quantity of shape (n_weights,)), so the one backward pass that gives dL/dtheta for the
 physics gives dL/dweights too, and ``tisim.tasks.identify`` fits both at once. In a step:
 
-    correction = self.residual.apply(theta, b, self.P.w_residual, inputs)   # inputs: a ti.Vector of the input size
+    correction = self.network.apply(s.theta, s.b, self.P.w_residual, inputs)   # s: the step context
 
 Layout of the flat weights: for each layer, the (n_in, n_out) matrix row-major, then the n_out biases.
 """

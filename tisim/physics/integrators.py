@@ -2,8 +2,9 @@
 
 semi_implicit_euler   v' = v + dt a(q, v);  q' = q + dt v'    symplectic: energy error stays bounded
 ballistic             q' = q + dt v + dt^2 a / 2;  v' = v + dt a   exact when a is constant (free flight)
-advance_semi_implicit_euler(system, x, coordinate, rate, b, t, q, v, a, dt)
-                      the same step, added into the next state of a scalar coordinate and its rate, by name
+advance_semi_implicit_euler(s, coordinate, rate, q, v, a)
+                      the same step over s.dt, added into the next state of a scalar coordinate and its rate, by
+                      name, through the step context s (tisim/core/access.py)
 """
 import taichi as ti
 
@@ -20,8 +21,7 @@ def ballistic(q, v, a, dt):
 
 
 @ti.func
-def advance_semi_implicit_euler(system: ti.template(), x: ti.template(), coordinate: ti.template(),
-                                rate: ti.template(), b, t, q, v, a, dt):
-    q_next, v_next = semi_implicit_euler(q, v, a, dt)
-    system.advance(x, coordinate, b, t, 0, q_next)
-    system.advance(x, rate, b, t, 0, v_next)
+def advance_semi_implicit_euler(s: ti.template(), coordinate: ti.template(), rate: ti.template(), q, v, a):
+    q_next, v_next = semi_implicit_euler(q, v, a, s.dt)
+    s.advance(coordinate, 0, q_next)
+    s.advance(rate, 0, v_next)

@@ -68,23 +68,23 @@ class BouncingBall(System):
     DT = 1e-3
 
     @ti.func
-    def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
-        m, g, r = self.param(theta, "m", b, 0), self.param(theta, "g", b, 0), self.param(theta, "r", b, 0)
-        px, py = self.state(x, "px", b, t, 0), self.state(x, "py", b, t, 0)
-        vx, vy = self.state(x, "vx", b, t, 0), self.state(x, "vy", b, t, 0)
-        force = self.action(u, "force", b, t, 0)
+    def step(self, s: ti.template()):
+        dt = s.dt
+        m, g, r = s.param("m"), s.param("g"), s.param("r")
+        px, py = s.state("px"), s.state("py")
+        vx, vy = s.state("vx"), s.state("vy")
+        force = s.action("force")
         ax, ay = force[0] / m, force[1] / m - g
         px_next, py_next, vx_next, vy_next = 0.0, 0.0, 0.0, 0.0
         if ti.static(self.contact == "penalty"):
-            k, e = self.param(theta, "k", b, 0), self.param(theta, "e", b, 0)
-            fn = penalty_normal(r - py, vy, k, restitution_damping(e, k, m), self.param(theta, "softness", b, 0))
-            ft = friction_clip_to_stop(friction_coulomb_tanh(vx, fn, self.param(theta, "mu", b, 0),
-                                                             self.param(theta, "eps", b, 0)), vx, m, dt)
+            k, e = s.param("k"), s.param("e")
+            fn = penalty_normal(r - py, vy, k, restitution_damping(e, k, m), s.param("softness"))
+            ft = friction_clip_to_stop(friction_coulomb_tanh(vx, fn, s.param("mu"), s.param("eps")), vx, m, dt)
             px_next, vx_next = semi_implicit_euler(px, vx, ax + ft / m, dt)
             py_next, vy_next = semi_implicit_euler(py, vy, ay + fn / m, dt)
         elif ti.static(self.contact == "qp"):
             vx_free, vy_free, gap = vx + dt * ax, vy + dt * ay, py - r
-            e, kappa = self.param(theta, "e", b, 0), self.param(theta, "kappa", b, 0)
+            e, kappa = s.param("e"), s.param("kappa")
             # the free flight's first touch at time tau in the step (the stable root of gap + vy tau + ay tau^2 / 2)
             q = vy * vy - 2.0 * ay * gap
             den = -vy + ti.sqrt(ti.max(q, 0.0))
@@ -94,7 +94,7 @@ class BouncingBall(System):
             rebound = -e * v_hit + ay * (dt - tau)  # the normal velocity at the step's end after a bounce at tau
             target = ti.select(impact, rebound, -gap / dt)
             wn = normal_impulse(vy_free - target, kappa)
-            wt = friction_impulse(vx_free, self.param(theta, "mu", b, 0) * wn, kappa, NEWTON_STEPS,
+            wt = friction_impulse(vx_free, s.param("mu") * wn, kappa, NEWTON_STEPS,
                                   ti.static(self.solver_gradient == "implicit"))
             vx_next, vy_next = vx_free + wt, vy_free + wn
             px_next = px + dt * vx_next
@@ -103,12 +103,12 @@ class BouncingBall(System):
             py_next = ti.select(impact, flight, py + dt * vy_next)
         else:
             px_next, vx_next = px + dt * vx + 0.5 * dt * dt * ax, vx + dt * ax
-            bottom, vy_next = restitution_toi(py - r, vy, ay, self.param(theta, "e", b, 0), dt)
+            bottom, vy_next = restitution_toi(py - r, vy, ay, s.param("e"), dt)
             py_next = bottom + r
-        self.advance(x, "px", b, t, 0, px_next)
-        self.advance(x, "py", b, t, 0, py_next)
-        self.advance(x, "vx", b, t, 0, vx_next)
-        self.advance(x, "vy", b, t, 0, vy_next)
+        s.advance("px", 0, px_next)
+        s.advance("py", 0, py_next)
+        s.advance("vx", 0, vx_next)
+        s.advance("vy", 0, vy_next)
 
     def events(self, traj):
         """"contact": the disc touches or penetrates the floor (py <= r); in qp mode, within the step's reach of it

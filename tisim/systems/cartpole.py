@@ -51,32 +51,26 @@ class Cartpole(System):
         return temp - m_pole * l * theta_acc * cos / total, theta_acc
 
     @ti.func
-    def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
-        m_cart, m_pole, g = self.param(theta, "m_cart", b, 0), self.param(theta, "m_pole", b, 0), \
-            self.param(theta, "g", b, 0)
-        cart, cart_v = self.state(x, "x", b, t, 0), self.state(x, "x_dot", b, t, 0)
-        angle, angle_v = self.state(x, "theta", b, t, 0), self.state(x, "theta_dot", b, t, 0)
+    def step(self, s: ti.template()):
+        m_cart, m_pole, g = s.param("m_cart"), s.param("m_pole"), s.param("g")
+        cart, cart_v = s.state("x"), s.state("x_dot")
+        angle, angle_v = s.state("theta"), s.state("theta_dot")
         total = m_cart + m_pole
-        friction = friction_coulomb_tanh(cart_v, total * g, self.param(theta, "mu_cart", b, 0),
-                                         self.param(theta, "eps", b, 0))
-        push = self.action(u, "force", b, t, 0) + friction_clip_to_stop(friction, cart_v, total, dt)
-        x_acc, theta_acc = self.cartpole_accelerations(angle, angle_v, push, g, m_cart, m_pole,
-                                                       self.param(theta, "l", b, 0))
-        advance_semi_implicit_euler(self, x, "x", "x_dot", b, t, cart, cart_v, x_acc, dt)
-        advance_semi_implicit_euler(self, x, "theta", "theta_dot", b, t, angle, angle_v, theta_acc, dt)
+        friction = friction_coulomb_tanh(cart_v, total * g, s.param("mu_cart"), s.param("eps"))
+        push = s.action("force") + friction_clip_to_stop(friction, cart_v, total, s.dt)
+        x_acc, theta_acc = self.cartpole_accelerations(angle, angle_v, push, g, m_cart, m_pole, s.param("l"))
+        advance_semi_implicit_euler(s, "x", "x_dot", cart, cart_v, x_acc)
+        advance_semi_implicit_euler(s, "theta", "theta_dot", angle, angle_v, theta_acc)
 
     @ti.func
-    def rates(self, x: ti.template(), theta: ti.template(), u: ti.template(), b, t, f: ti.template()):
-        m_cart, m_pole, g = self.param(theta, "m_cart", b, 0), self.param(theta, "m_pole", b, 0), \
-            self.param(theta, "g", b, 0)
-        cart_v, angle_v = self.ode_state(x, "x_dot", b, 0), self.ode_state(x, "theta_dot", b, 0)
+    def rates(self, s: ti.template()):
+        m_cart, m_pole, g = s.param("m_cart"), s.param("m_pole"), s.param("g")
+        cart_v, angle_v = s.state("x_dot"), s.state("theta_dot")
         total = m_cart + m_pole
-        push = self.action(u, "force", b, t, 0) + friction_coulomb_tanh(cart_v, total * g,
-                                                                        self.param(theta, "mu_cart", b, 0),
-                                                                        self.param(theta, "eps", b, 0))
-        x_acc, theta_acc = self.cartpole_accelerations(self.ode_state(x, "theta", b, 0), angle_v, push, g, m_cart,
-                                                       m_pole, self.param(theta, "l", b, 0))
-        self.add_rate(f, "x", b, 0, cart_v)
-        self.add_rate(f, "x_dot", b, 0, x_acc)
-        self.add_rate(f, "theta", b, 0, angle_v)
-        self.add_rate(f, "theta_dot", b, 0, theta_acc)
+        push = s.action("force") + friction_coulomb_tanh(cart_v, total * g, s.param("mu_cart"), s.param("eps"))
+        x_acc, theta_acc = self.cartpole_accelerations(s.state("theta"), angle_v, push, g, m_cart, m_pole,
+                                                       s.param("l"))
+        s.add_rate("x", 0, cart_v)
+        s.add_rate("x_dot", 0, x_acc)
+        s.add_rate("theta", 0, angle_v)
+        s.add_rate("theta_dot", 0, theta_acc)

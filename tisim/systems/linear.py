@@ -24,9 +24,8 @@ class ScalarLinear(System):
     DT = 1.0  # a map, not a discretized ODE: dt is not used
 
     @ti.func
-    def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
-        self.advance(x, "x", b, t, 0, self.param(theta, "a", b, 0) * self.state(x, "x", b, t, 0)
-                     + self.param(theta, "theta", b, 0) + self.action(u, "u", b, t, 0))
+    def step(self, s: ti.template()):
+        s.advance("x", 0, s.param("a") * s.state("x") + s.param("theta") + s.action("u"))
 
 
 class Linear(System):
@@ -43,13 +42,13 @@ class Linear(System):
     STRUCTURE = (Size("n", 2), Size("m", 1))
 
     @ti.func
-    def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
+    def step(self, s: ti.template()):
         n, m = ti.static(self.n, self.m)
         for i in ti.static(range(n)):
-            drive = self.param(theta, "theta", b, i)
-            row_a, row_b = self.param(theta, "A", b, i), self.param(theta, "B", b, i)  # rows i of A and B
+            drive = s.param("theta", i)
+            row_a, row_b = s.param("A", i), s.param("B", i)  # rows i of A and B
             for j in ti.static(range(n)):
-                drive += row_a[j] * self.state(x, "x", b, t, j)
+                drive += row_a[j] * s.state("x", j)
             for k in ti.static(range(m)):
-                drive += row_b[k] * self.action(u, "u", b, t, k)
-            self.advance(x, "x", b, t, i, drive)
+                drive += row_b[k] * s.action("u", k)
+            s.advance("x", i, drive)

@@ -41,27 +41,25 @@ class Pendulum(System):
         return -(g / l) * ti.sin(theta) + (tau - c * theta_dot) / inertia
 
     @ti.func
-    def learned_acceleration(self, theta: ti.template(), b, q, w):
+    def learned_acceleration(self, s: ti.template(), q, w):
         """A learned correction to theta'' (none here; ResidualPendulum adds a network)."""
         return 0.0
 
     @ti.func
-    def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
-        q, w = self.state(x, "theta", b, t, 0), self.state(x, "theta_dot", b, t, 0)
-        alpha = self.angular_acceleration(q, w, self.action(u, "tau", b, t, 0), self.param(theta, "g", b, 0),
-                                          self.param(theta, "l", b, 0), self.param(theta, "m", b, 0),
-                                          self.param(theta, "c", b, 0))
-        alpha += self.learned_acceleration(theta, b, q, w)
-        advance_semi_implicit_euler(self, x, "theta", "theta_dot", b, t, q, w, alpha, dt)
+    def step(self, s: ti.template()):
+        q, w = s.state("theta"), s.state("theta_dot")
+        alpha = self.angular_acceleration(q, w, s.action("tau"), s.param("g"), s.param("l"), s.param("m"),
+                                          s.param("c"))
+        alpha += self.learned_acceleration(s, q, w)
+        advance_semi_implicit_euler(s, "theta", "theta_dot", q, w, alpha)
 
     @ti.func
-    def rates(self, x: ti.template(), theta: ti.template(), u: ti.template(), b, t, f: ti.template()):
-        q, w = self.ode_state(x, "theta", b, 0), self.ode_state(x, "theta_dot", b, 0)
-        alpha = self.angular_acceleration(q, w, self.action(u, "tau", b, t, 0), self.param(theta, "g", b, 0),
-                                          self.param(theta, "l", b, 0), self.param(theta, "m", b, 0),
-                                          self.param(theta, "c", b, 0))
-        self.add_rate(f, "theta", b, 0, w)
-        self.add_rate(f, "theta_dot", b, 0, alpha + self.learned_acceleration(theta, b, q, w))
+    def rates(self, s: ti.template()):
+        q, w = s.state("theta"), s.state("theta_dot")
+        alpha = self.angular_acceleration(q, w, s.action("tau"), s.param("g"), s.param("l"), s.param("m"),
+                                          s.param("c"))
+        s.add_rate("theta", 0, w)
+        s.add_rate("theta_dot", 0, alpha + self.learned_acceleration(s, q, w))
 
 
 class DoublePendulum(System):
@@ -96,25 +94,23 @@ class DoublePendulum(System):
         return (r1 * m22 - r2 * m12) / det, (m11 * r2 - m12 * r1) / det
 
     @ti.func
-    def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
-        q1, q2 = self.state(x, "theta1", b, t, 0), self.state(x, "theta2", b, t, 0)
-        w1, w2 = self.state(x, "theta1_dot", b, t, 0), self.state(x, "theta2_dot", b, t, 0)
-        tau = self.action(u, "tau", b, t, 0)
-        a1, a2 = self.double_pendulum_accelerations(q1, q2, w1, w2, tau[0], tau[1], self.param(theta, "g", b, 0),
-                                                    self.param(theta, "l1", b, 0), self.param(theta, "l2", b, 0),
-                                                    self.param(theta, "m1", b, 0), self.param(theta, "m2", b, 0))
-        advance_semi_implicit_euler(self, x, "theta1", "theta1_dot", b, t, q1, w1, a1, dt)
-        advance_semi_implicit_euler(self, x, "theta2", "theta2_dot", b, t, q2, w2, a2, dt)
+    def step(self, s: ti.template()):
+        q1, q2 = s.state("theta1"), s.state("theta2")
+        w1, w2 = s.state("theta1_dot"), s.state("theta2_dot")
+        tau = s.action("tau")
+        a1, a2 = self.double_pendulum_accelerations(q1, q2, w1, w2, tau[0], tau[1], s.param("g"), s.param("l1"),
+                                                    s.param("l2"), s.param("m1"), s.param("m2"))
+        advance_semi_implicit_euler(s, "theta1", "theta1_dot", q1, w1, a1)
+        advance_semi_implicit_euler(s, "theta2", "theta2_dot", q2, w2, a2)
 
     @ti.func
-    def rates(self, x: ti.template(), theta: ti.template(), u: ti.template(), b, t, f: ti.template()):
-        q1, q2 = self.ode_state(x, "theta1", b, 0), self.ode_state(x, "theta2", b, 0)
-        w1, w2 = self.ode_state(x, "theta1_dot", b, 0), self.ode_state(x, "theta2_dot", b, 0)
-        tau = self.action(u, "tau", b, t, 0)
-        a1, a2 = self.double_pendulum_accelerations(q1, q2, w1, w2, tau[0], tau[1], self.param(theta, "g", b, 0),
-                                                    self.param(theta, "l1", b, 0), self.param(theta, "l2", b, 0),
-                                                    self.param(theta, "m1", b, 0), self.param(theta, "m2", b, 0))
-        self.add_rate(f, "theta1", b, 0, w1)
-        self.add_rate(f, "theta2", b, 0, w2)
-        self.add_rate(f, "theta1_dot", b, 0, a1)
-        self.add_rate(f, "theta2_dot", b, 0, a2)
+    def rates(self, s: ti.template()):
+        q1, q2 = s.state("theta1"), s.state("theta2")
+        w1, w2 = s.state("theta1_dot"), s.state("theta2_dot")
+        tau = s.action("tau")
+        a1, a2 = self.double_pendulum_accelerations(q1, q2, w1, w2, tau[0], tau[1], s.param("g"), s.param("l1"),
+                                                    s.param("l2"), s.param("m1"), s.param("m2"))
+        s.add_rate("theta1", 0, w1)
+        s.add_rate("theta2", 0, w2)
+        s.add_rate("theta1_dot", 0, a1)
+        s.add_rate("theta2_dot", 0, a2)

@@ -36,6 +36,6 @@ class ResidualPendulum(Pendulum):
         return dict(network=self.network)
 
     @ti.func
-    def learned_acceleration(self, theta: ti.template(), b, q, w):
+    def learned_acceleration(self, s: ti.template(), q, w):
         inputs = ti.Vector([ti.sin(q), ti.cos(q), w])
-        return self.network.apply(theta, b, self.P.w_residual, inputs)[0]
+        return self.network.apply(s.theta, s.b, self.P.w_residual, inputs)[0]

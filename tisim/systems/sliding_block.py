@@ -53,24 +53,25 @@ class SlidingBlock(System):
     DT = 1e-3
 
     @ti.func
-    def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
-        m, g, mu = self.param(theta, "m", b, 0), self.param(theta, "g", b, 0), self.param(theta, "mu", b, 0)
-        pos, v = self.state(x, "x", b, t, 0), self.state(x, "v", b, t, 0)
+    def step(self, s: ti.template()):
+        dt = s.dt
+        m, g, mu = s.param("m"), s.param("g"), s.param("mu")
+        pos, v = s.state("x"), s.state("v")
         fn = m * g
-        f = self.action(u, "force", b, t, 0)
+        f = s.action("force")
         if ti.static(self.friction == "qp"):
             v_free = v + dt * f / m
-            w = friction_impulse(v_free, mu * g * dt, self.param(theta, "kappa", b, 0), NEWTON_STEPS,
+            w = friction_impulse(v_free, mu * g * dt, s.param("kappa"), NEWTON_STEPS,
                                  ti.static(self.solver_gradient == "implicit"))
             f += m * w / dt  # the impulse as the force that delivers it over the step
         elif ti.static(self.friction == "stick_slip"):
-            f += friction_stick_slip(v + dt * f / m, fn, self.param(theta, "mu_s", b, 0), mu, m, dt)
+            f += friction_stick_slip(v + dt * f / m, fn, s.param("mu_s"), mu, m, dt)
         else:
             law = ti.static(REGULARIZED[self.friction])
-            f += friction_clip_to_stop(law(v, fn, mu, self.param(theta, "eps", b, 0)), v, m, dt)
+            f += friction_clip_to_stop(law(v, fn, mu, s.param("eps")), v, m, dt)
         pos_next, v_next = semi_implicit_euler(pos, v, f / m, dt)
-        self.advance(x, "x", b, t, 0, pos_next)
-        self.advance(x, "v", b, t, 0, v_next)
+        s.advance("x", 0, pos_next)
+        s.advance("v", 0, v_next)
 
     def events(self, traj):
         """"sliding": |v| > 0 (stick_slip, qp: exactly at rest otherwise) or |v| > eps (the regularized laws' band)."""

@@ -84,9 +84,9 @@ class StiffChain(System):
     # warned "Loading variable before anything is stored to it" on element stores into local vectors. An expression
     # used more than once is bound to its own variable first (`let`), or Taichi would rebuild it at every use.
     @ti.func
-    def states(self, x: ti.template(), name: ti.template(), b, t):
+    def states(self, s: ti.template(), name: ti.template()):
         """State `name` of every mass at step t, as one vector."""
-        return ti.Vector([self.state(x, name, b, t, i) for i in ti.static(range(self.n))])
+        return ti.Vector([s.state(name, i) for i in ti.static(range(self.n))])
 
     @ti.func
     def differences(self, y):
@@ -162,17 +162,18 @@ class StiffChain(System):
         return v + dt * self.force(q, v, f, m, g, k, beta, c) / m
 
     @ti.func
-    def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
-        m, g = self.param(theta, "m", b, 0), self.param(theta, "g", b, 0)
-        beta, c = self.param(theta, "beta", b, 0), self.param(theta, "damping", b, 0)
-        k = ti.Vector([self.param(theta, "k", b, i) for i in ti.static(range(self.n))])
-        f = ti.Vector([self.action(u, "force", b, t, i) for i in ti.static(range(self.n))])
-        q, v = self.states(x, "x", b, t), self.states(x, "v", b, t)
+    def step(self, s: ti.template()):
+        dt = s.dt
+        m, g = s.param("m"), s.param("g")
+        beta, c = s.param("beta"), s.param("damping")
+        k = ti.Vector([s.param("k", i) for i in ti.static(range(self.n))])
+        f = ti.Vector([s.action("force", i) for i in ti.static(range(self.n))])
+        q, v = self.states(s, "x"), self.states(s, "v")
         w = ti.static(getattr(self, self.integrator))(q, v, f, m, g, k, beta, c, dt)  # the next velocity
         q_next = q + dt * w
         for i in ti.static(range(self.n)):
-            self.advance(x, "x", b, t, i, q_next[i])
-            self.advance(x, "v", b, t, i, w[i])
+            s.advance("x", i, q_next[i])
+            s.advance("v", i, w[i])
 
 
 def energy(sim, traj):

@@ -146,191 +146,184 @@ class MassSpring(System):
             has_actuators=len(self.robot.actuators) > 0)
 
     @ti.func
-    def spring_force(self, x: ti.template(), theta: ti.template(), u: ti.template(), b, t, s, i, j):
-        """The force of spring s on its end i from its other end j."""
-        dv, r, n, stretch = self.spring_terms(x, u, b, t, s, i, j)
-        L = self.param(theta, "rest", b, s) * stretch
-        return (self.param(theta, "k", b, s) * (r - L) + self.param(theta, "damping", b, 0) * dv.dot(n)) * n
+    def spring_force(self, s: ti.template(), spring, i, j):
+        """The force of a spring on its end i from its other end j."""
+        dv, r, n, stretch = self.spring_terms(s, spring, i, j)
+        L = s.param("rest", spring) * stretch
+        return (s.param("k", spring) * (r - L) + s.param("damping") * dv.dot(n)) * n
 
     @ti.func
-    def spring_terms(self, x: ti.template(), u: ti.template(), b, t, s, i, j):
-        """(dv, r, n, stretch) of spring s from its end i to its end j: d = x_j - x_i = r n, dv = v_j - v_i, and
+    def spring_terms(self, s: ti.template(), spring, i, j):
+        """(dv, r, n, stretch) of a spring from its end i to its end j: d = x_j - x_i = r n, dv = v_j - v_i, and
         its rest length's factor 1 + a (1 for a passive spring)."""
-        d = self.state(x, "pos", b, t, j) - self.state(x, "pos", b, t, i)
-        dv = self.state(x, "vel", b, t, j) - self.state(x, "vel", b, t, i)
+        d = s.state("pos", j) - s.state("pos", i)
+        dv = s.state("vel", j) - s.state("vel", i)
         r = d.norm()
         stretch = 1.0
         if ti.static(self.has_actuators):  # a passive body (a cloth) skips three loads a spring end
-            stretch += self.actuated[s] * self.action(u, "activation", b, t, self.actuator_of[s])
+            stretch += self.actuated[spring] * s.action("activation", self.actuator_of[spring])
         return dv, r, d / r, stretch
 
     @ti.func
-    def weight(self, theta: ti.template(), b):
-        w = -self.param(theta, "m", b, 0) * self.param(theta, "g", b, 0)
+    def weight(self, s: ti.template()):
+        w = -s.param("m") * s.param("g")
         return ti.Vector([w if k == 1 else 0.0 for k in ti.static(range(self.dim))])
 
     @ti.func
-    def contact(self, theta: ti.template(), b, p, v, branch: ti.template()):
+    def contact(self, s: ti.template(), p, v, branch: ti.template()):
         """The force of the ground and the obstacles on a particle at p moving at v. branch: skip the laws where
         the particle touches nothing (the same force; for forms that are never differentiated)."""
-        kc, kd, s = self.param(theta, "kc", b, 0), self.param(theta, "kd", b, 0), self.param(theta, "softness", b, 0)
-        mu, eps = self.param(theta, "mu", b, 0), self.param(theta, "eps", b, 0)
+        kc, kd, soft = s.param("kc"), s.param("kd"), s.param("softness")
+        mu, eps = s.param("mu"), s.param("eps")
         f = ti.Vector.zero(float, self.dim)
         for q in ti.static(range(1 + self.n_spheres + self.n_boxes)):
-            d, n = self.shape(theta, b, p, q)
+            d, n = self.shape(s, p, q)
             if ti.static(not branch):
-                f += point_contact(d, n, v, kc, kd, s, mu, eps)
-            elif touching(d, s):
-                f += point_contact(d, n, v, kc, kd, s, mu, eps)
+                f += point_contact(d, n, v, kc, kd, soft, mu, eps)
+            elif touching(d, soft):
+                f += point_contact(d, n, v, kc, kd, soft, mu, eps)
         return f
 
     @ti.func
-    def shape(self, theta: ti.template(), b, p, q: ti.template()):
+    def shape(self, s: ti.template(), p, q: ti.template()):
         """(depth, normal) of p against shape q: 0 the ground, then the spheres, then the boxes."""
         if ti.static(q == 0):
             return point_ground(p)
         elif ti.static(q <= self.n_spheres):
-            return point_sphere(p, self.param(theta, "sphere_center", b, q - 1),
-                                self.param(theta, "sphere_radius", b, q - 1))
+            return point_sphere(p, s.param("sphere_center", q - 1), s.param("sphere_radius", q - 1))
         else:
             r = ti.static(q - 1 - self.n_spheres)
-            return point_box(p, self.param(theta, "box_center", b, r), self.param(theta, "box_half", b, r))
+            return point_box(p, s.param("box_center", r), s.param("box_half", r))
 
     @ti.func
-    def move(self, x: ti.template(), theta: ti.template(), dt, b, t, i, f, fused: ti.template()):
+    def move(self, s: ti.template(), i, f, fused: ti.template()):
         """Particle i under the force f (weight and springs) and contact: one semi-implicit Euler step, or none
         for a pinned particle. fused: the forward-only form, which skips the contact laws where nothing touches
         and sets the next state rather than adding into it."""
-        p, v = self.state(x, "pos", b, t, i), self.state(x, "vel", b, t, i)
-        f += self.contact(theta, b, p, v, fused) - self.param(theta, "drag", b, 0) * v
-        p_next, v_next = semi_implicit_euler(p, v, f / self.param(theta, "m", b, 0), dt)
+        p, v = s.state("pos", i), s.state("vel", i)
+        f += self.contact(s, p, v, fused) - s.param("drag") * v
+        p_next, v_next = semi_implicit_euler(p, v, f / s.param("m"), s.dt)
         p_next, v_next = p + self.free[i] * (p_next - p), self.free[i] * v_next
         if ti.static(fused):
-            self.set_next(x, "pos", b, t, i, p_next)
-            self.set_next(x, "vel", b, t, i, v_next)
+            s.set_next("pos", i, p_next)
+            s.set_next("vel", i, v_next)
         else:
-            self.advance(x, "pos", b, t, i, p_next)
-            self.advance(x, "vel", b, t, i, v_next)
+            s.advance("pos", i, p_next)
+            s.advance("vel", i, v_next)
 
     # The phased step. No branches in either loop (reverse mode crashed on them here): padding entries of the
     # incidence table are weighed out by a sign of 0.
     @ti.func
-    def springs(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, s):
-        i, j = self.end[s, 0], self.end[s, 1]
-        self.assign(w, "spring_force", b, t, s, self.spring_force(x, theta, u, b, t, s, i, j))
+    def springs(self, s: ti.template(), spring):
+        i, j = self.end[spring, 0], self.end[spring, 1]
+        s.assign("spring_force", spring, self.spring_force(s, spring, i, j))
 
     @ti.func
-    def particles(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, i):
-        self.move(x, theta, dt, b, t, i, self.load(theta, w, b, t, i), False)
+    def particles(self, s: ti.template(), i):
+        self.move(s, i, self.load(s, i), False)
 
     @ti.func
-    def load(self, theta: ti.template(), w: ti.template(), b, t, i):
+    def load(self, s: ti.template(), i):
         """Weight and spring forces on particle i. The springs are summed from zero in the order of their indices
         (the incidence table's), as the fused form adds them, and the weight added last: the same bits."""
         f = ti.Vector.zero(float, self.dim)
         for q in ti.static(range(self.degree)):
-            f += self.sign[i, q] * self.scratch(w, "spring_force", b, t, self.spring_of[i, q])
-        return self.weight(theta, b) + f
+            f += self.sign[i, q] * s.scratch("spring_force", self.spring_of[i, q])
+        return self.weight(s) + f
 
     # The fused forward pass's form of the particle phase and the phases' reverses (tisim/core/phases.py: FUSED and
     # REVERSES), never differentiated: they skip the contact laws where a particle touches nothing (most particles
     # of a cloth or a walker, most of the time), a branch Taichi's reverse mode could not take here, and the fused
     # form sets the next state, which the engine then need not zero.
     @ti.func
-    def springs_fused(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t,
-                      s):
+    def springs_fused(self, s: ti.template(), spring):
         # each spring adds its force into both ends' loads, in spring order, where the phase's particles gather
         # them: on a large cloth the gather's index loads cost more than the adds
-        i, j = self.end[s, 0], self.end[s, 1]
-        f = self.spring_force(x, theta, u, b, t, s, i, j)
-        self.assign(w, "spring_force", b, t, s, f)
-        self.accumulate(w, "spring_load", b, t, i, f)
-        self.accumulate(w, "spring_load", b, t, j, -f)
+        i, j = self.end[spring, 0], self.end[spring, 1]
+        f = self.spring_force(s, spring, i, j)
+        s.assign("spring_force", spring, f)
+        s.accumulate("spring_load", i, f)
+        s.accumulate("spring_load", j, -f)
 
     @ti.func
-    def particles_fused(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b,
-                        t, i):
-        self.move(x, theta, dt, b, t, i, self.weight(theta, b) + self.scratch(w, "spring_load", b, t, i), True)
+    def particles_fused(self, s: ti.template(), i):
+        self.move(s, i, self.weight(s) + s.scratch("spring_load", i), True)
 
     @ti.func
-    def springs_reverse(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(),
-                        xg: ti.template(), theta_g: ti.template(), ug: ti.template(), wg: ti.template(), dt, b, t,
-                        s):
+    def springs_reverse(self, s: ti.template(), bar: ti.template(), spring):
         # f = phi n, phi = k (r - L) + c dv . n, n = d / r: dn/dd = (1 - n n^T) / r, dr/dd = n
-        i, j = self.end[s, 0], self.end[s, 1]
-        dv, r, n, stretch = self.spring_terms(x, u, b, t, s, i, j)
-        rest, k, c = self.param(theta, "rest", b, s), self.param(theta, "k", b, s), self.param(theta, "damping", b, 0)
+        i, j = self.end[spring, 0], self.end[spring, 1]
+        dv, r, n, stretch = self.spring_terms(s, spring, i, j)
+        rest, k, c = s.param("rest", spring), s.param("k", spring), s.param("damping")
         phi = k * (r - rest * stretch) + c * dv.dot(n)
-        f_bar = self.scratch(wg, "spring_force", b, t, s)
+        f_bar = bar.scratch("spring_force", spring)
         phi_bar = f_bar.dot(n)
         n_bar = phi * f_bar + phi_bar * c * dv
         d_bar = (n_bar - n_bar.dot(n) * n) / r + phi_bar * k * n
-        self.add_state(xg, "pos", b, t, j, d_bar)
-        self.add_state(xg, "pos", b, t, i, -d_bar)
-        self.add_state(xg, "vel", b, t, j, phi_bar * c * n)
-        self.add_state(xg, "vel", b, t, i, -phi_bar * c * n)
-        self.add_param(theta_g, "k", b, s, phi_bar * (r - rest * stretch))
-        self.add_param(theta_g, "rest", b, s, -phi_bar * k * stretch)
-        self.add_param(theta_g, "damping", b, 0, phi_bar * dv.dot(n))
+        bar.add_state("pos", j, d_bar)
+        bar.add_state("pos", i, -d_bar)
+        bar.add_state("vel", j, phi_bar * c * n)
+        bar.add_state("vel", i, -phi_bar * c * n)
+        bar.add_param("k", spring, phi_bar * (r - rest * stretch))
+        bar.add_param("rest", spring, -phi_bar * k * stretch)
+        bar.add_param("damping", 0, phi_bar * dv.dot(n))
         # the mass's share through this spring's force: a = f / m gives dL/dm = -f_bar . f / m, summed over the
         # particles; a spring's force enters it as f . (f_bar at one end - at the other) = phi phi_bar
-        self.add_param(theta_g, "m", b, 0, -phi * phi_bar / self.param(theta, "m", b, 0))
+        bar.add_param("m", 0, -phi * phi_bar / s.param("m"))
         if ti.static(self.has_actuators):
-            self.add_action(ug, "activation", b, t, self.actuator_of[s], -phi_bar * k * rest * self.actuated[s])
+            bar.add_action("activation", self.actuator_of[spring], -phi_bar * k * rest * self.actuated[spring])
 
     @ti.func
-    def particles_reverse(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(),
-                          xg: ti.template(), theta_g: ti.template(), ug: ti.template(), wg: ti.template(), dt, b, t,
-                          i):
+    def particles_reverse(self, s: ti.template(), bar: ti.template(), i):
         # x' = x + free (x + dt v' - x), v' = free (v + dt f / m), f = load + contact - drag v
-        p, v = self.state(x, "pos", b, t, i), self.state(x, "vel", b, t, i)
-        m, drag = self.param(theta, "m", b, 0), self.param(theta, "drag", b, 0)
+        dt = s.dt
+        p, v = s.state("pos", i), s.state("vel", i)
+        m, drag = s.param("m"), s.param("drag")
         # f without the springs' forces (springs_reverse adds their share of dL/dm)
-        own = self.weight(theta, b) + self.contact(theta, b, p, v, True) - drag * v
+        own = self.weight(s) + self.contact(s, p, v, True) - drag * v
         free = self.free[i]
-        pos_bar, vel_bar = self.state(xg, "pos", b, t + 1, i), self.state(xg, "vel", b, t + 1, i)
+        pos_bar, vel_bar = bar.next_state("pos", i), bar.next_state("vel", i)
         v_next_bar = free * (vel_bar + dt * pos_bar)
         f_bar = dt * v_next_bar / m
-        p_bar, v_bar = self.contact_reverse(theta, theta_g, b, p, v, f_bar)
-        self.add_state(xg, "pos", b, t, i, pos_bar + p_bar)
-        self.add_state(xg, "vel", b, t, i, v_next_bar - drag * f_bar + v_bar)
+        p_bar, v_bar = self.contact_reverse(s, bar, p, v, f_bar)
+        bar.add_state("pos", i, pos_bar + p_bar)
+        bar.add_state("vel", i, v_next_bar - drag * f_bar + v_bar)
         for q in ti.static(range(self.degree)):
-            self.accumulate(wg, "spring_force", b, t, self.spring_of[i, q], self.sign[i, q] * f_bar)
-        self.add_param(theta_g, "m", b, 0, -f_bar.dot(own) / m - self.param(theta, "g", b, 0) * f_bar[1])
-        self.add_param(theta_g, "g", b, 0, -m * f_bar[1])
-        self.add_param(theta_g, "drag", b, 0, -f_bar.dot(v))
+            bar.accumulate("spring_force", self.spring_of[i, q], self.sign[i, q] * f_bar)
+        bar.add_param("m", 0, -f_bar.dot(own) / m - s.param("g") * f_bar[1])
+        bar.add_param("g", 0, -m * f_bar[1])
+        bar.add_param("drag", 0, -f_bar.dot(v))
 
     @ti.func
-    def contact_reverse(self, theta: ti.template(), theta_g: ti.template(), b, p, v, f_bar):
+    def contact_reverse(self, s: ti.template(), bar: ti.template(), p, v, f_bar):
         """The reverse of contact: (dL/dp, dL/dv) from dL/df; the laws' and obstacles' parameter derivatives are
-        added into theta_g."""
-        kc, kd, s = self.param(theta, "kc", b, 0), self.param(theta, "kd", b, 0), self.param(theta, "softness", b, 0)
-        mu, eps = self.param(theta, "mu", b, 0), self.param(theta, "eps", b, 0)
+        added into bar."""
+        kc, kd, soft = s.param("kc"), s.param("kd"), s.param("softness")
+        mu, eps = s.param("mu"), s.param("eps")
         p_bar, v_bar = ti.Vector.zero(float, self.dim), ti.Vector.zero(float, self.dim)
         law_bar = ti.Vector.zero(float, 5)
         for q in ti.static(range(1 + self.n_spheres + self.n_boxes)):
-            d, n = self.shape(theta, b, p, q)
-            if touching(d, s):
-                d_bar, n_bar, vb, lb = point_contact_reverse(d, n, v, kc, kd, s, mu, eps, f_bar)
+            d, n = self.shape(s, p, q)
+            if touching(d, soft):
+                d_bar, n_bar, vb, lb = point_contact_reverse(d, n, v, kc, kd, soft, mu, eps, f_bar)
                 v_bar += vb
                 law_bar += lb
                 if ti.static(q == 0):  # the ground: d = -p . n, n fixed
                     p_bar -= d_bar * n
                 elif ti.static(q <= self.n_spheres):
-                    c = self.param(theta, "sphere_center", b, q - 1)
+                    c = s.param("sphere_center", q - 1)
                     delta_bar = point_sphere_reverse(p, c, d_bar, n_bar)
                     p_bar += delta_bar
-                    self.add_param(theta_g, "sphere_center", b, q - 1, -delta_bar)
-                    self.add_param(theta_g, "sphere_radius", b, q - 1, d_bar)
+                    bar.add_param("sphere_center", q - 1, -delta_bar)
+                    bar.add_param("sphere_radius", q - 1, d_bar)
                 else:
                     r = ti.static(q - 1 - self.n_spheres)
-                    q_bar, h_bar = point_box_reverse(p, self.param(theta, "box_center", b, r),
-                                                     self.param(theta, "box_half", b, r), d_bar)
+                    q_bar, h_bar = point_box_reverse(p, s.param("box_center", r), s.param("box_half", r), d_bar)
                     p_bar += q_bar
-                    self.add_param(theta_g, "box_center", b, r, -q_bar)
-                    self.add_param(theta_g, "box_half", b, r, h_bar)
+                    bar.add_param("box_center", r, -q_bar)
+                    bar.add_param("box_half", r, h_bar)
         for k, name in ti.static(enumerate(("kc", "kd", "softness", "mu", "eps"))):
-            self.add_param(theta_g, name, b, 0, law_bar[k])
+            bar.add_param(name, 0, law_bar[k])
         return p_bar, v_bar
 
     def events(self, traj):

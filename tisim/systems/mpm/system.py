@@ -290,7 +290,7 @@ class MPM(Transfers, System):
         return [(k, high) for k in range(self.dim) for high in (False, True) if self.wall_law(k, high) != "slip"]
 
     @ti.func
-    def wall_factor(self, theta: ti.template(), b, c, free, v, k: ti.template(), high: ti.template()):
+    def wall_factor(self, s: ti.template(), c, free, v, k: ti.template(), high: ti.template()):
         """What the wall (k, high) keeps of the velocity v of cell c, whose free velocity is `free`: all of it unless
         the cell presses into the wall, then none (sticky) or what Coulomb's law leaves, |v_t| -> max(0, |v_t| -
         mu |v_n|) (friction)."""
@@ -298,16 +298,16 @@ class MPM(Transfers, System):
         kept = 0.0
         if ti.static(self.wall_law(k, high) == "friction"):
             speed = ti.sqrt(v.dot(v) + 1e-30)  # v's normal component is zero here; the 1e-30 guards 0 / 0
-            kept = ti.max(0.0, 1.0 - self.param(theta, "mu", b, 0) * ti.abs(free[k]) / speed)
+            kept = ti.max(0.0, 1.0 - s.param("mu") * ti.abs(free[k]) / speed)
         return 1.0 - pressing * (1.0 - kept)
 
     @ti.func
-    def free_velocity(self, theta: ti.template(), w: ti.template(), dt, b, t, c):
+    def free_velocity(self, s: ti.template(), c):
         """Cell c's velocity before the walls: its momentum over its mass, plus gravity's increment."""
-        m = self.scratch(w, "grid_mass", b, t, c)
+        m = s.scratch("grid_mass", c)
         # an empty cell has no velocity; the guard keeps its derivative finite (0 / 0 would poison the adjoint)
-        return self.scratch(w, "grid_momentum", b, t, c) / ti.max(m, 1e-30) * ti.select(m > 0.0, 1.0, 0.0) \
-            - dt * self.param(theta, "g", b, 0) * ti.Vector.unit(self.dim, 1, float)
+        return s.scratch("grid_momentum", c) / ti.max(m, 1e-30) * ti.select(m > 0.0, 1.0, 0.0) \
+            - s.dt * s.param("g") * ti.Vector.unit(self.dim, 1, float)
 
     @ti.func
     def into_wall(self, c, vk, k: ti.template()):
@@ -315,31 +315,31 @@ class MPM(Transfers, System):
         return ti.max(self.against(c, vk, k, False), self.against(c, vk, k, True))
 
     @ti.func
-    def deformed(self, x: ti.template(), dt, b, t, p):
+    def deformed(self, s: ti.template(), p):
         """F' = (I + dt C_p) F_p."""
         identity = ti.Matrix.identity(float, self.dim)
-        return (identity + dt * self.state(x, "C", b, t, p)) @ self.state(x, "F", b, t, p)
+        return (identity + s.dt * s.state("C", p)) @ s.state("F", p)
 
     @ti.func
-    def admissible(self, F, theta: ti.template(), b, g):
+    def admissible(self, s: ti.template(), F, g):
         """What of F' the material keeps: all of it for a solid, the volume change for a fluid, the part inside the
         yield surface for von Mises plasticity (the rest is plastic flow, forgotten)."""
         if ti.static(self.material == "fluid"):
             return materials.fluid_projection(F)
         if ti.static(self.material == "von_mises"):
-            return materials.von_mises_return(F, self.yield_limit(theta, b, g))
+            return materials.von_mises_return(F, self.yield_limit(s, g))
         return F
 
     @ti.func
-    def yield_limit(self, theta: ti.template(), b, g):
+    def yield_limit(self, s: ti.template(), g):
         """Group g's bound on |dev V|: sqrt(3/2) |s| <= yield with s = 2 G dev(strain) gives |dev(strain)| <=
         yield / (sqrt(6) G)."""
-        E, nu = self.param(theta, "E", b, g), self.param(theta, "nu", b, g)
-        return self.param(theta, "yield_stress", b, g) * 2.0 * (1.0 + nu) / (ti.sqrt(6.0) * E)
+        E, nu = s.param("E", g), s.param("nu", g)
+        return s.param("yield_stress", g) * 2.0 * (1.0 + nu) / (ti.sqrt(6.0) * E)
 
     @ti.func
-    def mass(self, theta: ti.template(), b, p):
-        return self.param(theta, "rho", b, self.group_of[p]) * self.volume
+    def mass(self, s: ti.template(), p):
+        return s.param("rho", self.group_of[p]) * self.volume
 
     # ---- the phases stress and grid (scatter and gather: tisim/systems/mpm/transfers.py) ---------------------
     # Taichi 1.7's warning "Loading variable ... before anything is stored to it" (taichi-dev/taichi#8454) is not
@@ -348,19 +348,17 @@ class MPM(Transfers, System):
     # while float64 was right. F' is now computed once per point, into scratch; tests/test_mpm.py compares float32
     # gradients with float64 ones.
     @ti.func
-    def stress(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, p):
-        self.stress_of(x, theta, u, w, dt, b, t, p, False)
+    def stress(self, s: ti.template(), p):
+        self.stress_of(s, p, False)
 
     @ti.func
-    def stress_fused(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t,
-                     p):
+    def stress_fused(self, s: ti.template(), p):
         """Nothing: the fused forward pass computes each point's stress in its scatter (scatter_point), where the
         affine momentum is read back while it is in cache (the same trajectory to the last bit)."""
         pass
 
     @ti.func
-    def stress_of(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, p,
-                  fused: ti.template()):
+    def stress_of(self, s: ti.template(), p, fused: ti.template()):
         """Point p's deformation gradient after the step, and its affine momentum m_p C_p - 4 dt V_p tau_p / h^2,
         with tau_p the Kirchhoff stress at F'. The phase adds them into zeroed scratch: with stores, Taichi's
         reverse mode of the corotated stress crashed (segmentation fault), and with the two returned from a
@@ -368,134 +366,128 @@ class MPM(Transfers, System):
         tests/test_mpm.py). The fused forward's form (never differentiated) sets them, as it must set assigned
         scratch."""
         g = self.group_of[p]
-        F = self.admissible(self.deformed(x, dt, b, t, p), theta, b, g)
+        F = self.admissible(s, self.deformed(s, p), g)
         if ti.static(fused):
-            self.assign(w, "deformation", b, t, p, F)
+            s.assign("deformation", p, F)
         else:
-            self.accumulate(w, "deformation", b, t, p, F)
+            s.accumulate("deformation", p, F)
         fibre = F @ ti.Vector.unit(self.dim, 1, float)
-        active = self.actuated[p] * self.action(u, "activation", b, t, self.actuator_of[p])
-        E, nu = self.param(theta, "E", b, g), self.param(theta, "nu", b, g)
+        active = self.actuated[p] * s.action("activation", self.actuator_of[p])
+        E, nu = s.param("E", g), s.param("nu", g)
         G, la = E / (2.0 * (1.0 + nu)), E * nu / ((1.0 + nu) * (1.0 - 2.0 * nu))
         tau = ti.static(materials.MATERIALS[self.material][0])(F, G, la) \
-            + active * self.param(theta, "actuation", b, 0) * fibre.outer_product(fibre)
-        affine = self.mass(theta, b, p) * self.state(x, "C", b, t, p) \
-            - (4.0 * dt * self.volume * self.n_grid ** 2) * tau
+            + active * s.param("actuation") * fibre.outer_product(fibre)
+        affine = self.mass(s, p) * s.state("C", p) - (4.0 * s.dt * self.volume * self.n_grid ** 2) * tau
         if ti.static(fused):
-            self.assign(w, "affine", b, t, p, affine)
+            s.assign("affine", p, affine)
         else:
-            self.accumulate(w, "affine", b, t, p, affine)
+            s.accumulate("affine", p, affine)
 
     @ti.func
-    def grid(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, c):
-        free = self.free_velocity(theta, w, dt, b, t, c)
+    def grid(self, s: ti.template(), c):
+        free = self.free_velocity(s, c)
         # each wall stops the velocity into it; written as new locals, not stores into one (reverse mode warned of
         # loads before stores in that form)
         v = ti.Vector([free[k] * (1.0 - self.into_wall(c, free[k], k)) for k in ti.static(range(self.dim))])
         walls = ti.static(len(self.slowing_walls()))
-        self.assign(w, "grid_velocity", b, t, c, self.slowed(theta, b, c, free, v, walls))
+        s.assign("grid_velocity", c, self.slowed(s, c, free, v, walls))
 
     @ti.func
-    def grid_fused(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, c):
+    def grid_fused(self, s: ti.template(), c):
         """The grid phase of the fused forward pass and the backward pass's refill, which skip the empty cells, most
         of the grid (a body's points reach a few percent of it): an empty cell's velocity is set to zero, where
         the grid phase gives it gravity's increment.
         No point reads it with a nonzero weight: a point's every cell of nonzero weight holds that point's mass."""
-        if self.scratch(w, "grid_mass", b, t, c) > 0.0:
-            self.grid(x, theta, u, w, dt, b, t, c)
+        if s.scratch("grid_mass", c) > 0.0:
+            self.grid(s, c)
         else:
-            self.assign(w, "grid_velocity", b, t, c, ti.Vector.zero(float, self.dim))
+            s.assign("grid_velocity", c, ti.Vector.zero(float, self.dim))
 
     @ti.func
-    def slowed(self, theta: ti.template(), b, c, free, v, walls: ti.template()):
+    def slowed(self, s: ti.template(), c, free, v, walls: ti.template()):
         """What the first `walls` slowing walls keep of cell c's velocity v."""
         result = v
         for k, high in ti.static(self.slowing_walls()[:walls]):
-            result = result * self.wall_factor(theta, b, c, free, result, k, high)
+            result = result * self.wall_factor(s, c, free, result, k, high)
         return result
 
     # ---- the hand-written reverses of stress and grid (tisim/core/phases.py, REVERSES) ------------------------------
     # With them every phase has one, so the backward pass is one launch on a CPU (phases.run_reverses), where it
     # was four a step, two of them Taichi's reverse mode. tests/test_mpm.py compares them with Taichi's.
     @ti.func
-    def admissible_reverse(self, F, F_bar, theta: ti.template(), theta_grad: ti.template(), b, g):
-        """The derivative of admissible(F, ...) with respect to F, given F_bar, the derivative of what it returned;
-        von Mises clay adds its yield limit's derivatives into theta_grad."""
+    def admissible_reverse(self, s: ti.template(), bar: ti.template(), F, F_bar, g):
+        """The derivative of admissible(s, F, g) with respect to F, given F_bar, the derivative of what it returned;
+        von Mises clay adds its yield limit's derivatives into bar."""
         result = F_bar
         if ti.static(self.material == "fluid"):
             result = materials.fluid_projection_reverse(F, F_bar)
         if ti.static(self.material == "von_mises"):
-            limit = self.yield_limit(theta, b, g)
+            limit = self.yield_limit(s, g)
             F_from, limit_bar = materials.von_mises_return_reverse(F, limit, F_bar)
             result = F_from
-            strength = self.param(theta, "yield_stress", b, g)
-            self.add_param(theta_grad, "yield_stress", b, g, limit_bar * limit / strength)
-            self.add_param(theta_grad, "nu", b, g, limit_bar * limit / (1.0 + self.param(theta, "nu", b, g)))
-            self.add_param(theta_grad, "E", b, g, -limit_bar * limit / self.param(theta, "E", b, g))
+            strength = s.param("yield_stress", g)
+            bar.add_param("yield_stress", g, limit_bar * limit / strength)
+            bar.add_param("nu", g, limit_bar * limit / (1.0 + s.param("nu", g)))
+            bar.add_param("E", g, -limit_bar * limit / s.param("E", g))
         return result
 
     @ti.func
-    def stress_reverse(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(),
-                       x_grad: ti.template(), theta_grad: ti.template(), u_grad: ti.template(),
-                       w_grad: ti.template(), dt, b, t, p):
+    def stress_reverse(self, s: ti.template(), bar: ti.template(), p):
+        dt = s.dt
         g, up = self.group_of[p], ti.Vector.unit(self.dim, 1, float)
-        C, F_before = self.state(x, "C", b, t, p), self.state(x, "F", b, t, p)
-        deformed = self.deformed(x, dt, b, t, p)
-        F = self.admissible(deformed, theta, b, g)
+        C, F_before = s.state("C", p), s.state("F", p)
+        deformed = self.deformed(s, p)
+        F = self.admissible(s, deformed, g)
         fibre = F @ up
-        s = self.param(theta, "actuation", b, 0)
-        active = self.actuated[p] * self.action(u, "activation", b, t, self.actuator_of[p])
-        E, nu = self.param(theta, "E", b, g), self.param(theta, "nu", b, g)
+        strength = s.param("actuation")
+        active = self.actuated[p] * s.action("activation", self.actuator_of[p])
+        E, nu = s.param("E", g), s.param("nu", g)
         G, la = E / (2.0 * (1.0 + nu)), E * nu / ((1.0 + nu) * (1.0 - 2.0 * nu))
-        affine_bar = self.scratch(w_grad, "affine", b, t, p)
+        affine_bar = bar.scratch("affine", p)
         tau_bar = -(4.0 * dt * self.volume * self.n_grid ** 2) * affine_bar
         F_bar, G_bar, la_bar = ti.static(materials.MATERIALS[self.material][1])(F, G, la, tau_bar)
         pull = fibre.dot(tau_bar @ fibre)  # tau_bar : (F e_y)(F e_y)^T
-        F_bar += self.scratch(w_grad, "deformation", b, t, p) \
-            + (active * s * (tau_bar + tau_bar.transpose()) @ fibre).outer_product(up)
-        deformed_bar = self.admissible_reverse(deformed, F_bar, theta, theta_grad, b, g)
-        self.add_state(x_grad, "C", b, t, p, self.mass(theta, b, p) * affine_bar
-                       + dt * deformed_bar @ F_before.transpose())
-        self.add_state(x_grad, "F", b, t, p, (ti.Matrix.identity(float, self.dim) + dt * C).transpose() @ deformed_bar)
-        self.add_param(theta_grad, "rho", b, g, self.volume * (affine_bar * C).sum())
-        self.add_param(theta_grad, "actuation", b, 0, active * pull)
-        self.add_action(u_grad, "activation", b, t, self.actuator_of[p], self.actuated[p] * s * pull)
+        F_bar += bar.scratch("deformation", p) \
+            + (active * strength * (tau_bar + tau_bar.transpose()) @ fibre).outer_product(up)
+        deformed_bar = self.admissible_reverse(s, bar, deformed, F_bar, g)
+        bar.add_state("C", p, self.mass(s, p) * affine_bar + dt * deformed_bar @ F_before.transpose())
+        bar.add_state("F", p, (ti.Matrix.identity(float, self.dim) + dt * C).transpose() @ deformed_bar)
+        bar.add_param("rho", g, self.volume * (affine_bar * C).sum())
+        bar.add_param("actuation", 0, active * pull)
+        bar.add_action("activation", self.actuator_of[p], self.actuated[p] * strength * pull)
         # G = E / (2 (1 + nu)) and lambda = E nu / ((1 + nu)(1 - 2 nu)), whose nu-derivative is E (1 + 2 nu^2) /
         # ((1 + nu)(1 - 2 nu))^2
         soft = (1.0 + nu) * (1.0 - 2.0 * nu)
-        self.add_param(theta_grad, "E", b, g, G_bar / (2.0 * (1.0 + nu)) + la_bar * nu / soft)
-        self.add_param(theta_grad, "nu", b, g,
-                       -G_bar * G / (1.0 + nu) + la_bar * E * (1.0 + 2.0 * nu * nu) / (soft * soft))
+        bar.add_param("E", g, G_bar / (2.0 * (1.0 + nu)) + la_bar * nu / soft)
+        bar.add_param("nu", g, -G_bar * G / (1.0 + nu) + la_bar * E * (1.0 + 2.0 * nu * nu) / (soft * soft))
 
     @ti.func
-    def grid_reverse(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(),
-                     x_grad: ti.template(), theta_grad: ti.template(), u_grad: ti.template(), w_grad: ti.template(),
-                     dt, b, t, c):
-        v_bar = self.scratch(w_grad, "grid_velocity", b, t, c)
+    def grid_reverse(self, s: ti.template(), bar: ti.template(), c):
+        v_bar = bar.scratch("grid_velocity", c)
         if ti.abs(v_bar).max() > 0.0:  # else it adds nothing: no point's stencil reaches the cell, or with weight 0
-            free = self.free_velocity(theta, w, dt, b, t, c)
+            free = self.free_velocity(s, c)
             keep = ti.Vector([1.0 - self.into_wall(c, free[k], k) for k in ti.static(range(self.dim))])
             walls = ti.static(self.slowing_walls())
             free_bar, mu_bar = ti.Vector.zero(float, self.dim), 0.0
             for j in ti.static(range(len(walls) - 1, -1, -1)):
                 k, high = ti.static(walls[j])
-                v = self.slowed(theta, b, c, free, free * keep, j)  # before wall j, as the grid computes it
+                v = self.slowed(s, c, free, free * keep, j)  # before wall j, as the grid computes it
                 factor_bar = v_bar.dot(v)
-                v_bar = v_bar * self.wall_factor(theta, b, c, free, v, k, high)
+                v_bar = v_bar * self.wall_factor(s, c, free, v, k, high)
                 if ti.static(self.wall_law(k, high) == "friction"):
                     # kept = max(0, 1 - mu |free_k| / |v|), and the factor 1 - pressing (1 - kept)
-                    speed, mu, normal = ti.sqrt(v.dot(v) + 1e-30), self.param(theta, "mu", b, 0), ti.abs(free[k])
+                    speed, mu, normal = ti.sqrt(v.dot(v) + 1e-30), s.param("mu"), ti.abs(free[k])
                     kept_bar = self.against(c, free[k], k, high) * factor_bar \
                         * ti.select(1.0 - mu * normal / speed > 0.0, 1.0, 0.0)
                     mu_bar -= kept_bar * normal / speed
                     free_bar[k] -= kept_bar * mu * ti.select(free[k] > 0.0, 1.0, -1.0) / speed
                     v_bar += (kept_bar * mu * normal / (speed * speed * speed)) * v
             free_bar += v_bar * keep
-            m = self.scratch(w, "grid_mass", b, t, c)
+            m = s.scratch("grid_mass", c)
             per_mass = ti.select(m > 0.0, 1.0, 0.0) / ti.max(m, 1e-30)
-            self.accumulate(w_grad, "grid_momentum", b, t, c, per_mass * free_bar)
-            self.accumulate(w_grad, "grid_mass", b, t, c, -ti.select(m > 1e-30, per_mass, 0.0) / ti.max(m, 1e-30)
-                            * free_bar.dot(self.scratch(w, "grid_momentum", b, t, c)))
-            self.add_param(theta_grad, "g", b, 0, -dt * free_bar[1])
+            bar.accumulate("grid_momentum", c, per_mass * free_bar)
+            bar.accumulate("grid_mass", c, -ti.select(m > 1e-30, per_mass, 0.0) / ti.max(m, 1e-30)
+                           * free_bar.dot(s.scratch("grid_momentum", c)))
+            bar.add_param("g", 0, -s.dt * free_bar[1])
             if ti.static("friction" in (self.floor, self.walls)):
-                self.add_param(theta_grad, "mu", b, 0, mu_bar)
+                bar.add_param("mu", 0, mu_bar)

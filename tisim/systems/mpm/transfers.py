@@ -43,12 +43,12 @@ class Transfers:
     # loop over their 3^d cells inside, keeps every phase a single loop: a 3D kernel unrolled over 27 cells took
     # 5 minutes to compile in reverse mode.
     @ti.func
-    def pair(self, x: ti.template(), b, t, i):
+    def pair(self, s: ti.template(), i):
         """(point p, its stencil's cell index, B-spline weight, x_cell - x_p, last): last = 1 for the pair whose
         cell is the stencil's upper corner, the point's last pair (one pair per point, where per-point terms are
         added once)."""
         p, o = i // 3 ** self.dim, i % 3 ** self.dim
-        base, fx, w0, w1, w2 = self.spline(x, b, t, p)
+        base, fx, w0, w1, w2 = self.spline(s, p)
         digit = ti.Vector([(o // 3 ** k) % 3 for k in ti.static(range(self.dim))])
         weight, cell = 1.0, 0
         for k in ti.static(range(self.dim)):
@@ -58,10 +58,10 @@ class Transfers:
         return p, cell, weight, d, ti.select(o == 3 ** self.dim - 1, 1.0, 0.0)
 
     @ti.func
-    def spline(self, x: ti.template(), b, t, p):
+    def spline(self, s: ti.template(), p):
         """Point p's stencil: its lower corner cell (digits), the offset fx from it in cells, and the quadratic
         B-spline's three weights per axis (vectors over the axes)."""
-        q = self.state(x, "pos", b, t, p) * self.n_grid
+        q = s.state("pos", p) * self.n_grid
         base = ti.cast(q - 0.5, ti.i32)
         fx = q - ti.cast(base, float)
         return base, fx, 0.5 * (1.5 - fx) ** 2, 0.75 - (fx - 1.0) ** 2, 0.5 * (fx - 0.5) ** 2
@@ -78,24 +78,24 @@ class Transfers:
         return cell, weight
 
     @ti.func
-    def scatter(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, i):
-        p, cell, weight, d, _ = self.pair(x, b, t, i)
-        m = self.mass(theta, b, p)
-        self.accumulate(w, "grid_mass", b, t, cell, weight * m)
-        momentum = m * self.state(x, "vel", b, t, p) + self.scratch(w, "affine", b, t, p) @ d
-        self.accumulate(w, "grid_momentum", b, t, cell, weight * momentum)
+    def scatter(self, s: ti.template(), i):
+        p, cell, weight, d, _ = self.pair(s, i)
+        m = self.mass(s, p)
+        s.accumulate("grid_mass", cell, weight * m)
+        momentum = m * s.state("vel", p) + s.scratch("affine", p) @ d
+        s.accumulate("grid_momentum", cell, weight * momentum)
 
     @ti.func
-    def gather(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, i):
-        p, cell, weight, d, last = self.pair(x, b, t, i)
-        v = weight * ti.exp(-dt * self.param(theta, "drag", b, 0)) * self.scratch(w, "grid_velocity", b, t, cell)
-        self.advance(x, "vel", b, t, p, v)
-        self.advance(x, "C", b, t, p, (4.0 * self.n_grid ** 2) * v.outer_product(d))
+    def gather(self, s: ti.template(), i):
+        p, cell, weight, d, last = self.pair(s, i)
+        v = weight * ti.exp(-s.dt * s.param("drag")) * s.scratch("grid_velocity", cell)
+        s.advance("vel", p, v)
+        s.advance("C", p, (4.0 * self.n_grid ** 2) * v.outer_product(d))
         # x_p after the increments (two adds): added first, x_p ~ 0.5 rounded the small increments of a slow motion
         # away in float32 (a block gliding at 1 mm/s lost 15% of its motion in 3D)
-        self.advance(x, "pos", b, t, p, dt * v)
-        self.advance(x, "pos", b, t, p, last * self.state(x, "pos", b, t, p))
-        self.advance(x, "F", b, t, p, last * self.scratch(w, "deformation", b, t, p))
+        s.advance("pos", p, s.dt * v)
+        s.advance("pos", p, last * s.state("pos", p))
+        s.advance("F", p, last * s.scratch("deformation", p))
 
     # ---- the fused forward's forms of scatter and gather (tisim/core/phases.py, FUSED) ------------------------------
     # Per point, its 3^d cells unrolled: the weights computed once a point and its sums kept in registers. Each
@@ -104,38 +104,38 @@ class Transfers:
     # rounding (tests/test_mpm.py). Forward only: in reverse
     # mode the unrolled 3D form took minutes to compile.
     @ti.func
-    def scatter_point(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, p):
-        base, fx, w0, w1, w2 = self.spline(x, b, t, p)
+    def scatter_point(self, s: ti.template(), p):
+        base, fx, w0, w1, w2 = self.spline(s, p)
         # the point's stress phase too (its fused form is empty), into the scratch that the gather and the backward
         # pass read, and read back while in cache
-        self.stress_of(x, theta, u, w, dt, b, t, p, True)
-        m, vel, affine = self.mass(theta, b, p), self.state(x, "vel", b, t, p), self.scratch(w, "affine", b, t, p)
+        self.stress_of(s, p, True)
+        m, vel, affine = self.mass(s, p), s.state("vel", p), s.scratch("affine", p)
         pushed = m * vel - affine @ fx / self.n_grid
         columns = [ti.Vector([affine[j, k] for j in ti.static(range(self.dim))]) / self.n_grid
                    for k in ti.static(range(self.dim))]
         for o in ti.static(range(3 ** self.dim)):
             cell, weight = self.corner(base, w0, w1, w2, o)
-            self.accumulate(w, "grid_mass", b, t, cell, weight * m)
-            self.accumulate(w, "grid_momentum", b, t, cell, weight * (pushed + self.digit_sum(columns, o)))
+            s.accumulate("grid_mass", cell, weight * m)
+            s.accumulate("grid_momentum", cell, weight * (pushed + self.digit_sum(columns, o)))
 
     @ti.func
-    def gather_point(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, p):
-        base, fx, w0, w1, w2 = self.spline(x, b, t, p)
-        damping = ti.exp(-dt * self.param(theta, "drag", b, 0))
+    def gather_point(self, s: ti.template(), p):
+        base, fx, w0, w1, w2 = self.spline(s, p)
+        damping = ti.exp(-s.dt * s.param("drag"))
         vel = ti.Vector.zero(float, self.dim)
         # C' = 4 n^2 sum_i v_i d_i^T = 4 n (sum_i v_i digits_i^T - v fx^T): by_digits[k] is the former's column k
         by_digits = [ti.Vector.zero(float, self.dim) for _ in ti.static(range(self.dim))]
         for o in ti.static(range(3 ** self.dim)):
             cell, weight = self.corner(base, w0, w1, w2, o)
-            v = weight * self.scratch(w, "grid_velocity", b, t, cell)
+            v = weight * s.scratch("grid_velocity", cell)
             vel += v
             self.add_by_digits(by_digits, v, o)
         vel *= damping
         C = (4.0 * self.n_grid) * (damping * ti.Matrix.cols(by_digits) - vel.outer_product(fx))
-        self.set_next(x, "vel", b, t, p, vel)
-        self.set_next(x, "C", b, t, p, C)
-        self.set_next(x, "pos", b, t, p, dt * vel + self.state(x, "pos", b, t, p))
-        self.set_next(x, "F", b, t, p, self.scratch(w, "deformation", b, t, p))
+        s.set_next("vel", p, vel)
+        s.set_next("C", p, C)
+        s.set_next("pos", p, s.dt * vel + s.state("pos", p))
+        s.set_next("F", p, s.scratch("deformation", p))
 
     # ---- the hand-written reverses of scatter and gather (tisim/core/phases.py, REVERSES) ---------------------------
     # Per point with its cells unrolled, as the fused forms. With q = n x_p and fx = q - floor(q - 1/2), a cell's
@@ -180,10 +180,9 @@ class Transfers:
     # summed once a point, and the digits, which are constants once unrolled: a matrix times d costs a few adds a
     # cell, where the matrix products were half of the reverses' arithmetic.
     @ti.func
-    def scatter_reverse(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(),
-                        xg: ti.template(), theta_g: ti.template(), ug: ti.template(), wg: ti.template(), dt, b, t, p):
-        base, fx, w0, w1, w2 = self.spline(x, b, t, p)
-        m, vel, affine = self.mass(theta, b, p), self.state(x, "vel", b, t, p), self.scratch(w, "affine", b, t, p)
+    def scatter_reverse(self, s: ti.template(), bar: ti.template(), p):
+        base, fx, w0, w1, w2 = self.spline(s, p)
+        m, vel, affine = self.mass(s, p), s.state("vel", p), s.scratch("affine", p)
         pushed = m * vel - affine @ fx / self.n_grid  # a cell's momentum per weight is pushed + A digits / n
         columns = [ti.Vector([affine[j, k] for j in ti.static(range(self.dim))]) / self.n_grid
                    for k in ti.static(range(self.dim))]
@@ -193,26 +192,24 @@ class Transfers:
         weight_bars = ti.Vector.zero(float, 3 ** self.dim)
         for o in ti.static(range(3 ** self.dim)):
             cell, weight = self.corner(base, w0, w1, w2, o)
-            mass_bar, momentum_bar = self.scratch(wg, "grid_mass", b, t, cell), \
-                self.scratch(wg, "grid_momentum", b, t, cell)
+            mass_bar, momentum_bar = bar.scratch("grid_mass", cell), bar.scratch("grid_momentum", cell)
             weight_bars[o] = mass_bar * m + momentum_bar.dot(pushed + self.digit_sum(columns, o))
             mass_sum += weight * mass_bar
             momentum_sum += weight * momentum_bar
             self.add_by_digits(by_digits, weight * momentum_bar, o)
         _, x_bar = self.weighted_sums(weight_bars, fx, w0, w1, w2)
-        self.add_state(xg, "pos", b, t, p, x_bar - affine.transpose() @ momentum_sum)
-        self.add_state(xg, "vel", b, t, p, m * momentum_sum)
-        self.accumulate(wg, "affine", b, t, p, (ti.Matrix.cols(by_digits) - momentum_sum.outer_product(fx))
-                        / self.n_grid)
-        self.add_param(theta_g, "rho", b, self.group_of[p], (mass_sum + vel.dot(momentum_sum)) * self.volume)
+        bar.add_state("pos", p, x_bar - affine.transpose() @ momentum_sum)
+        bar.add_state("vel", p, m * momentum_sum)
+        bar.accumulate("affine", p, (ti.Matrix.cols(by_digits) - momentum_sum.outer_product(fx)) / self.n_grid)
+        bar.add_param("rho", self.group_of[p], (mass_sum + vel.dot(momentum_sum)) * self.volume)
 
     @ti.func
-    def gather_reverse(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(),
-                       xg: ti.template(), theta_g: ti.template(), ug: ti.template(), wg: ti.template(), dt, b, t, p):
-        base, fx, w0, w1, w2 = self.spline(x, b, t, p)
-        damping = ti.exp(-dt * self.param(theta, "drag", b, 0))
-        vel_bar, C_bar = self.state(xg, "vel", b, t + 1, p), self.state(xg, "C", b, t + 1, p)
-        pos_bar = self.state(xg, "pos", b, t + 1, p)
+    def gather_reverse(self, s: ti.template(), bar: ti.template(), p):
+        dt = s.dt
+        base, fx, w0, w1, w2 = self.spline(s, p)
+        damping = ti.exp(-dt * s.param("drag"))
+        vel_bar, C_bar = bar.next_state("vel", p), bar.next_state("C", p)
+        pos_bar = bar.next_state("pos", p)
         scale = 4.0 * self.n_grid ** 2
         # a cell's v_bar: vel_bar + dt pos_bar + scale C_bar d = pulled + scale C_bar digits / n
         pulled = vel_bar + dt * pos_bar - (scale / self.n_grid) * (C_bar @ fx)
@@ -221,14 +218,13 @@ class Transfers:
         gathered, alongs = ti.Vector.zero(float, self.dim), ti.Vector.zero(float, 3 ** self.dim)  # gathered: sum w v
         for o in ti.static(range(3 ** self.dim)):
             cell, weight = self.corner(base, w0, w1, w2, o)
-            grid_v = self.scratch(w, "grid_velocity", b, t, cell)
+            grid_v = s.scratch("grid_velocity", cell)
             v_bar = pulled + self.digit_sum(columns, o)
-            self.accumulate(wg, "grid_velocity", b, t, cell, weight * damping * v_bar)
+            bar.accumulate("grid_velocity", cell, weight * damping * v_bar)
             alongs[o] = grid_v.dot(v_bar)
             gathered += weight * grid_v
         damping_bar, x_bar = self.weighted_sums(alongs, fx, w0, w1, w2)
         # dd/dx_p = -I, and the cells' terms scale w damping C_bar^T v_cell sum to scale damping C_bar^T gathered
-        self.add_state(xg, "pos", b, t, p, pos_bar + damping * x_bar
-                       - scale * damping * (C_bar.transpose() @ gathered))
-        self.add_param(theta_g, "drag", b, 0, -dt * damping * damping_bar)
-        self.accumulate(wg, "deformation", b, t, p, self.state(xg, "F", b, t + 1, p))
+        bar.add_state("pos", p, pos_bar + damping * x_bar - scale * damping * (C_bar.transpose() @ gathered))
+        bar.add_param("drag", 0, -dt * damping * damping_bar)
+        bar.accumulate("deformation", p, bar.next_state("F", p))

@@ -100,224 +100,218 @@ class Impulses:
 
     # ---- each contact's problem ---------------------------------------------------------------------------------
     @ti.func
-    def body_at(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t, i, c, n, tangent):
+    def body_at(self, s: ti.template(), i, c, n, tangent):
         """Body i at the point c (qp contact): the velocity of its material point there now and after the
         contact-free step, and its share (w_nn, w_nt, w_tt) of the contact's Delassus matrix."""
-        arm = c - self.position(x, b, t, i)
-        now, a = self.point_velocity(x, b, t, i, arm), self.free_acceleration(x, theta, u, b, t, i)
-        free = now + dt * (ti.Vector([a[0], a[1]]) + a[2] * ti.Vector([-arm[1], arm[0]]))
-        inverse_m, inverse_i = 1.0 / self.param(theta, "m", b, i), 1.0 / self.inertia(theta, b, i)
+        arm = c - self.position(s, i)
+        now, a = self.point_velocity(s, i, arm), self.free_acceleration(s, i)
+        free = now + s.dt * (ti.Vector([a[0], a[1]]) + a[2] * ti.Vector([-arm[1], arm[0]]))
+        inverse_m, inverse_i = 1.0 / s.param("m", i), 1.0 / self.inertia(s, i)
         rn, rt = cross2(arm, n), cross2(arm, tangent)
         return now, free, ti.Vector([inverse_m + inverse_i * rn * rn, inverse_i * rn * rt,
                                      inverse_m + inverse_i * rt * rt])
 
     @ti.func
-    def problem(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t, i, j, d, n, tangent, c):
+    def problem(self, s: ti.template(), i, j, d, n, tangent, c):
         """Contact (d, n, c) of body i with body j (j = n_bodies: the floor) as a problem for its impulse: the
         Delassus matrix (w_nn, w_nt, w_tt), the relative (v_n, v_t) after the contact-free step, and the least normal
         velocity. That closes the gap -d by the step's end, or for an impact (the free step would close it, at an
         approach speed above what one step of the free accelerations adds) restitutes -e times the approach."""
-        now, free, share = self.body_at(x, theta, u, dt, b, t, i, c, n, tangent)
+        now, free, share = self.body_at(s, i, c, n, tangent)
         now_j, free_j, share_j = ti.Vector([0.0, 0.0]), ti.Vector([0.0, 0.0]), ti.Vector([0.0, 0.0, 0.0])
         if j < self.n_bodies:  # else the floor: at rest, infinite mass
-            now_j, free_j, share_j = self.body_at(x, theta, u, dt, b, t, j, c, n, tangent)
+            now_j, free_j, share_j = self.body_at(s, j, c, n, tangent)
         approach, vn, vt = (now - now_j).dot(n), (free - free_j).dot(n), (free - free_j).dot(tangent)
-        impact = -d + dt * vn < 0.0 and -approach > ti.abs(vn - approach)
-        target = ti.select(impact, ti.max(d / dt, -self.param(theta, "e", b, 0) * approach), d / dt)
+        impact = -d + s.dt * vn < 0.0 and -approach > ti.abs(vn - approach)
+        target = ti.select(impact, ti.max(d / s.dt, -s.param("e") * approach), d / s.dt)
         return share + share_j, ti.Vector([vn, vt]), target
 
     @ti.func
-    def qp_law(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t, i, j, d, n, tangent, c):
+    def qp_law(self, s: ti.template(), i, j, d, n, tangent, c):
         """(fn, ft): the impulses of the contact's problem, solved alone (one sweep), over dt."""
-        m, free, target = self.problem(x, theta, u, dt, b, t, i, j, d, n, tangent, c)
-        pn, pt = contact_impulse(m[0], m[1], m[2], free[0], free[1], target, self.param(theta, "mu", b, 0))
-        return pn / dt, pt / dt
+        m, free, target = self.problem(s, i, j, d, n, tangent, c)
+        pn, pt = contact_impulse(m[0], m[1], m[2], free[0], free[1], target, s.param("mu"))
+        return pn / s.dt, pt / s.dt
 
     @ti.func
-    def pose(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, q, i, j, d,
-             nx, ny, c):
+    def pose(self, s: ti.template(), q, i, j, d, nx, ny, c):
         """touch's record of contact q (d, n = (nx, ny), c) of body i with body j. n comes in by components: as a
         vector, Taichi 1.7's reverse pass loads its adjoint before storing it (it warns; the gradient is garbage)."""
         n = ti.Vector([nx, ny])
-        m, free, target = self.problem(x, theta, u, dt, b, t, i, j, d, n, ti.Vector([-ny, nx]), c)
+        m, free, target = self.problem(s, i, j, d, n, ti.Vector([-ny, nx]), c)
         arm_j = ti.Vector([0.0, 0.0])
         if j < self.n_bodies:
-            arm_j = c - self.position(x, b, t, j)
-        arm = c - self.position(x, b, t, i)
-        self.accumulate(w, "touching", b, t, q, 1.0)
-        self.accumulate(w, "normal", b, t, q, n)
-        self.accumulate(w, "arms", b, t, q, ti.Vector([arm[0], arm[1], arm_j[0], arm_j[1]]))
-        self.accumulate(w, "delassus", b, t, q, m)
-        self.accumulate(w, "free_velocity", b, t, q, free)
-        self.accumulate(w, "least_velocity", b, t, q, target)
+            arm_j = c - self.position(s, j)
+        arm = c - self.position(s, i)
+        s.accumulate("touching", q, 1.0)
+        s.accumulate("normal", q, n)
+        s.accumulate("arms", q, ti.Vector([arm[0], arm[1], arm_j[0], arm_j[1]]))
+        s.accumulate("delassus", q, m)
+        s.accumulate("free_velocity", q, free)
+        s.accumulate("least_velocity", q, target)
 
     # ---- velocity changes --------------------------------------------------------------------------------------
     @ti.func
-    def velocity_change(self, w: ti.template(), name: ti.template(), b, t, slot, arm):
+    def velocity_change(self, s: ti.template(), name: ti.template(), slot, arm):
         """The velocity change of a body's material point at arm, from its entry `slot` of scratch `name`."""
-        dv = self.scratch(w, name, b, t, slot)
+        dv = s.scratch(name, slot)
         return ti.Vector([dv[0] - dv[2] * arm[1], dv[1] + dv[2] * arm[0]])
 
     @ti.func
-    def kick(self, theta: ti.template(), w: ti.template(), name: ti.template(), b, t, slot, i, impulse, arm):
+    def kick(self, s: ti.template(), name: ti.template(), slot, i, impulse, arm):
         """Body i's velocity change from an impulse at arm, into entry `slot` of scratch `name`."""
-        m = self.param(theta, "m", b, i)
-        self.accumulate(w, name, b, t, slot,
-                        ti.Vector([impulse[0] / m, impulse[1] / m, cross2(arm, impulse) / self.inertia(theta, b, i)]))
+        m = s.param("m", i)
+        s.accumulate(name, slot, ti.Vector([impulse[0] / m, impulse[1] / m, cross2(arm, impulse) / self.inertia(s, i)]))
 
     @ti.func
-    def seen(self, w: ti.template(), name: ti.template(), b, t, q, first, p_own):
+    def seen(self, s: ti.template(), name: ti.template(), q, first, p_own):
         """The relative (v_n, v_t) at contact q from the velocity changes in scratch `name` (entries first + body),
         less what its own impulse p_own made of them: what the others' impulses add to its free velocity."""
         nb = ti.static(self.n_bodies)
         i, j = q // (4 * (nb + 1)), (q // 4) % (nb + 1)
-        n = self.scratch(w, "normal", b, t, q)
+        n = s.scratch("normal", q)
         tangent = ti.Vector([-n[1], n[0]])
-        arms = self.scratch(w, "arms", b, t, q)
-        m = self.scratch(w, "delassus", b, t, q)
-        change = self.velocity_change(w, name, b, t, first + i, ti.Vector([arms[0], arms[1]]))
+        arms = s.scratch("arms", q)
+        m = s.scratch("delassus", q)
+        change = self.velocity_change(s, name, first + i, ti.Vector([arms[0], arms[1]]))
         if j < nb:
-            change -= self.velocity_change(w, name, b, t, first + j, ti.Vector([arms[2], arms[3]]))
+            change -= self.velocity_change(s, name, first + j, ti.Vector([arms[2], arms[3]]))
         return ti.Vector([change.dot(n) - m[0] * p_own[0] - m[1] * p_own[1],
                           change.dot(tangent) - m[1] * p_own[0] - m[2] * p_own[1]])
 
     @ti.func
-    def kick_both(self, theta: ti.template(), w: ti.template(), name: ti.template(), b, t, q, first, p):
+    def kick_both(self, s: ti.template(), name: ti.template(), q, first, p):
         """Contact q's impulse p = (p_n, p_t) into the velocity changes of both its bodies (entries first + body)."""
         nb = ti.static(self.n_bodies)
         i, j = q // (4 * (nb + 1)), (q // 4) % (nb + 1)
-        n, arms = self.scratch(w, "normal", b, t, q), self.scratch(w, "arms", b, t, q)
+        n, arms = s.scratch("normal", q), s.scratch("arms", q)
         impulse = p[0] * n + p[1] * ti.Vector([-n[1], n[0]])
-        self.kick(theta, w, name, b, t, first + i, i, impulse, ti.Vector([arms[0], arms[1]]))
+        self.kick(s, name, first + i, i, impulse, ti.Vector([arms[0], arms[1]]))
         if j < nb:
-            self.kick(theta, w, name, b, t, first + j, j, -impulse, ti.Vector([arms[2], arms[3]]))
+            self.kick(s, name, first + j, j, -impulse, ti.Vector([arms[2], arms[3]]))
 
     # ---- solver_gradient="unrolled": projected Jacobi sweeps, differentiated as computed ------------------------
     @ti.func
-    def sweep(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, q, r):
+    def sweep(self, s: ti.template(), q, r):
         """Sweep r of the projected Jacobi iteration, Chebyshev-accelerated: contact q's exact two-body solution
         (contact_impulse) against the velocity changes every other contact made in sweep r - 1."""
         nb, nc = ti.static(self.n_bodies, self.n_contacts)
-        if self.scratch(w, "touching", b, t, q) > 0.0:
-            m = self.scratch(w, "delassus", b, t, q)
-            seen = self.scratch(w, "free_velocity", b, t, q)
+        if s.scratch("touching", q) > 0.0:
+            m = s.scratch("delassus", q)
+            seen = s.scratch("free_velocity", q)
             p_old = ti.Vector([0.0, 0.0])
             if r > 0:
-                p_old = self.scratch(w, "impulse", b, t, (r - 1) * nc + q)
-                seen += self.seen(w, "velocity_change", b, t, q, (r - 1) * nb, p_old)
-            pn, pt = contact_impulse(m[0], m[1], m[2], seen[0], seen[1], self.scratch(w, "least_velocity", b, t, q),
-                                     self.param(theta, "mu", b, 0))
+                p_old = s.scratch("impulse", (r - 1) * nc + q)
+                seen += self.seen(s, "velocity_change", q, (r - 1) * nb, p_old)
+            pn, pt = contact_impulse(m[0], m[1], m[2], seen[0], seen[1], s.scratch("least_velocity", q),
+                                     s.param("mu"))
             p = p_old + ti.select(r > 0, RELAXATION, 1.0) * (ti.Vector([pn, pt]) - p_old)
             if r > 1:
-                before = self.scratch(w, "impulse", b, t, (r - 2) * nc + q)
+                before = s.scratch("impulse", (r - 2) * nc + q)
                 p = before + chebyshev(r) * (p - before)
-            self.accumulate(w, "impulse", b, t, r * nc + q, p)
-            self.kick_both(theta, w, "velocity_change", b, t, q, r * nb, p)
+            s.accumulate("impulse", r * nc + q, p)
+            self.kick_both(s, "velocity_change", q, r * nb, p)
 
     # ---- solver_gradient="implicit": Gauss-Seidel, differentiated through the solution's conditions -------------
     @ti.func
-    def impulses_solve(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t):
+    def impulses_solve(self, s: ti.template()):
         """Projected Gauss-Seidel (never differentiated): each contact's exact two-body solution against the
         others' latest impulses, in turn, until a sweep changes no impulse by more than TOLERANCE of the largest or
         `sweeps` sweeps are done; then each contact's mode at the solution."""
-        nc, mu = ti.static(self.n_contacts), self.param(theta, "mu", b, 0)
+        nc, mu = ti.static(self.n_contacts), s.param("mu")
         r, moving = 0, True
         while r < self.sweeps and moving:
             change, size = 0.0, 0.0
             for q in range(nc):
-                if self.scratch(w, "touching", b, t, q) > 0.0:
-                    m, p_old = self.scratch(w, "delassus", b, t, q), self.scratch(w, "impulse", b, t, q)
-                    seen = self.scratch(w, "free_velocity", b, t, q) + self.seen(w, "solver_velocity", b, t, q, 0,
-                                                                                 p_old)
+                if s.scratch("touching", q) > 0.0:
+                    m, p_old = s.scratch("delassus", q), s.scratch("impulse", q)
+                    seen = s.scratch("free_velocity", q) + self.seen(s, "solver_velocity", q, 0, p_old)
                     pn, pt = contact_impulse(m[0], m[1], m[2], seen[0], seen[1],
-                                             self.scratch(w, "least_velocity", b, t, q), mu)
+                                             s.scratch("least_velocity", q), mu)
                     p = p_old + OVERRELAXATION * (ti.Vector([pn, pt]) - p_old)
                     p[0] = ti.max(p[0], 0.0)
                     p[1] = ti.min(ti.max(p[1], -mu * p[0]), mu * p[0])
                     delta = p - p_old
-                    self.accumulate(w, "impulse", b, t, q, delta)
-                    self.kick_both(theta, w, "solver_velocity", b, t, q, 0, delta)
+                    s.accumulate("impulse", q, delta)
+                    self.kick_both(s, "solver_velocity", q, 0, delta)
                     change, size = ti.max(change, ti.abs(delta).max()), ti.max(size, ti.abs(pn) + ti.abs(pt))
             moving = change > TOLERANCE * size
             r += 1
         for q in range(nc):
-            if self.scratch(w, "touching", b, t, q) > 0.0:
-                m, p = self.scratch(w, "delassus", b, t, q), self.scratch(w, "impulse", b, t, q)
-                seen = self.scratch(w, "free_velocity", b, t, q) + self.seen(w, "solver_velocity", b, t, q, 0, p)
+            if s.scratch("touching", q) > 0.0:
+                m, p = s.scratch("delassus", q), s.scratch("impulse", q)
+                seen = s.scratch("free_velocity", q) + self.seen(s, "solver_velocity", q, 0, p)
                 mode, side, _, _, _ = contact_mode(m[0], m[1], m[2], seen[0], seen[1],
-                                                   self.scratch(w, "least_velocity", b, t, q), mu)
-                self.accumulate(w, "mode", b, t, q, ti.select(mode == SLIP, 2.0 * side, ti.cast(mode, float)))
+                                                   s.scratch("least_velocity", q), mu)
+                s.accumulate("mode", q, ti.select(mode == SLIP, 2.0 * side, ti.cast(mode, float)))
 
     @ti.func
-    def impulses(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, q):
+    def impulses(self, s: ti.template(), q):
         """The first phase of the solution's residual: contact q's impulse into the velocity changes of its bodies,
         M^-1 D_q^T p_q (the residual's own copy: the later phases' derivatives must reach the impulses apart),
         where it is not apart."""
-        active = ti.select(self.scratch(w, "mode", b, t, q) != 0.0, 1.0, 0.0)  # branch-free: see below
-        self.kick_both(theta, w, "solution_change", b, t, q, 0, active * self.scratch(w, "impulse", b, t, q))
+        active = ti.select(s.scratch("mode", q) != 0.0, 1.0, 0.0)  # branch-free: see below
+        self.kick_both(s, "solution_change", q, 0, active * s.scratch("impulse", q))
 
     @ti.func
-    def conditions(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, q):
+    def conditions(self, s: ti.template(), q):
         """Contact q's conditions at the solution, r_q (zero when solved): v_q - (b_q, 0) where it sticks,
         (v_n - b_q, p_t - side mu p_n) where it slips, v_q = v*_q + D_q M^-1 sum_d D_d^T p_d (nothing where it is
         apart: p_q = 0 there does not depend on the inputs)."""
-        mode = self.scratch(w, "mode", b, t, q)
-        p, free = self.scratch(w, "impulse", b, t, q), self.scratch(w, "free_velocity", b, t, q)
-        seen = free + self.seen(w, "solution_change", b, t, q, 0, ti.Vector([0.0, 0.0]))
-        edge = p[1] - ti.math.sign(mode) * self.param(theta, "mu", b, 0) * p[0]
-        self.accumulate(w, "residual", b, t, q, ti.select(mode != 0.0, 1.0, 0.0) * ti.Vector([
-            seen[0] - self.scratch(w, "least_velocity", b, t, q), ti.select(ti.abs(mode) > 1.5, edge, seen[1])]))
+        mode = s.scratch("mode", q)
+        p, free = s.scratch("impulse", q), s.scratch("free_velocity", q)
+        seen = free + self.seen(s, "solution_change", q, 0, ti.Vector([0.0, 0.0]))
+        edge = p[1] - ti.math.sign(mode) * s.param("mu") * p[0]
+        s.accumulate("residual", q, ti.select(mode != 0.0, 1.0, 0.0) * ti.Vector([
+            seen[0] - s.scratch("least_velocity", q), ti.select(ti.abs(mode) > 1.5, edge, seen[1])]))
 
     @ti.func
-    def impulses_reverse(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(),
-                         w_grad: ti.template(), dt, b, t):
+    def impulses_reverse(self, s: ti.template(), bar: ti.template()):
         """lambda with A^T lambda = pbar (A = dr/dp; pbar, the later phases' derivative of the impulses, from
-        w_grad) by Gauss-Seidel on the transposed system of the contacts that are not apart (never differentiated);
-        -lambda into w_grad as the derivative of the residual. Each sweep, contact q's block solve
+        bar) by Gauss-Seidel on the transposed system of the contacts that are not apart (never differentiated);
+        -lambda into bar as the derivative of the residual. Each sweep, contact q's block solve
         (contact_multiplier) against the velocity change the others' lambda (its rows of G) make at q, the way the
         forward solve goes; the same TOLERANCE and most sweeps."""
-        nb, nc, mu = ti.static(self.n_bodies), ti.static(self.n_contacts), self.param(theta, "mu", b, 0)
+        nb, nc, mu = ti.static(self.n_bodies), ti.static(self.n_contacts), s.param("mu")
         for k in range(nb):  # the solve's velocity changes, now lambda's
-            self.accumulate(w, "solver_velocity", b, t, k, -self.scratch(w, "solver_velocity", b, t, k))
+            s.accumulate("solver_velocity", k, -s.scratch("solver_velocity", k))
         r, moving = 0, True
         while r < self.sweeps and moving:
             change, size = 0.0, 0.0
             for q in range(nc):
-                mode = self.scratch(w, "mode", b, t, q)
+                mode = s.scratch("mode", q)
                 if mode != 0.0:
                     slip = ti.abs(mode) > 1.5
-                    m, old = self.scratch(w, "delassus", b, t, q), self.scratch(w, "multiplier", b, t, q)
+                    m, old = s.scratch("delassus", q), s.scratch("multiplier", q)
                     rows_old = ti.Vector([old[0], ti.select(slip, 0.0, old[1])])  # lambda's rows of G
-                    g = self.scratch(w_grad, "impulse", b, t, q) - self.seen(w, "solver_velocity", b, t, q, 0,
-                                                                             rows_old)
+                    g = bar.scratch("impulse", q) - self.seen(s, "solver_velocity", q, 0, rows_old)
                     ln, lt = contact_multiplier(m[0] * (1.0 + REVERSE_SLACK), m[1], m[2] * (1.0 + REVERSE_SLACK), slip,
                                                 ti.math.sign(mode), mu, g[0], g[1])
-                    self.accumulate(w, "multiplier", b, t, q, ti.Vector([ln, lt]) - old)
-                    self.kick_both(theta, w, "solver_velocity", b, t, q, 0,
-                                   ti.Vector([ln, ti.select(slip, 0.0, lt)]) - rows_old)
+                    s.accumulate("multiplier", q, ti.Vector([ln, lt]) - old)
+                    self.kick_both(s, "solver_velocity", q, 0, ti.Vector([ln, ti.select(slip, 0.0, lt)]) - rows_old)
                     change = ti.max(change, ti.max(ti.abs(ln - old[0]), ti.abs(lt - old[1])))
                     size = ti.max(size, ti.abs(ln) + ti.abs(lt))
             moving = change > TOLERANCE * size
             r += 1
         for q in range(nc):
-            if self.scratch(w, "mode", b, t, q) != 0.0:
-                self.accumulate(w_grad, "residual", b, t, q, -self.scratch(w, "multiplier", b, t, q))
+            if s.scratch("mode", q) != 0.0:
+                bar.accumulate("residual", q, -s.scratch("multiplier", q))
 
     @ti.func
-    def apply(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, q):
+    def apply(self, s: ti.template(), q):
         """Contact q's impulse into its bodies' velocity changes (zero where it is no contact).
 
         The implicit step's differentiated phases are branch-free: with the kicks inside a branch, the first
         backward pass of each simulator left garbage (1e75) in the normals' derivative, at random, on several
         threads only (an adjoint Taichi 1.7 does not zero); a contact that is not one has zero normal and arms."""
-        self.kick_both(theta, w, "velocity_change", b, t, q, 0, self.scratch(w, "impulse", b, t, q))
+        self.kick_both(s, "velocity_change", q, 0, s.scratch("impulse", q))
 
     @ti.func
-    def move(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, i):
+    def move(self, s: ti.template(), i):
         """Body i's contact-free step plus the impulses' velocity change (unrolled: the last sweep's), and its dt
         share of the move."""
-        self.free_motion(x, theta, u, dt, b, t, i)
-        dv = self.scratch(w, "velocity_change", b, t, ti.static(self.n_sweep_bodies - self.n_bodies) + i)
+        self.free_motion(s, i)
+        dv = s.scratch("velocity_change", ti.static(self.n_sweep_bodies - self.n_bodies) + i)
         for q, v, e in ti.static(AXES):
-            self.advance(x, q, b, t, i, dt * dv[e])
-            self.advance(x, v, b, t, i, dv[e])
+            s.advance(q, i, s.dt * dv[e])
+            s.advance(v, i, dv[e])

@@ -132,32 +132,32 @@ class Rigid2D(Impulses, System):
 
     # ---- body i at step t (i may be a run-time index) -------------------------------------------------------------
     @ti.func
-    def position(self, x: ti.template(), b, t, i):
-        return ti.Vector([self.state(x, "px", b, t, i), self.state(x, "py", b, t, i)])
+    def position(self, s: ti.template(), i):
+        return ti.Vector([s.state("px", i), s.state("py", i)])
 
     @ti.func
-    def point_velocity(self, x: ti.template(), b, t, i, arm):
+    def point_velocity(self, s: ti.template(), i, arm):
         """Velocity of body i's material point at arm = point - centre: v + omega x arm."""
-        omega = self.state(x, "omega", b, t, i)
-        return ti.Vector([self.state(x, "vx", b, t, i) - omega * arm[1], self.state(x, "vy", b, t, i) + omega * arm[0]])
+        omega = s.state("omega", i)
+        return ti.Vector([s.state("vx", i) - omega * arm[1], s.state("vy", i) + omega * arm[0]])
 
     @ti.func
-    def half_extents(self, theta: ti.template(), b, i):
-        return ti.Vector([self.param(theta, "hx", b, i - self.n_discs), self.param(theta, "hy", b, i - self.n_discs)])
+    def half_extents(self, s: ti.template(), i):
+        return ti.Vector([s.param("hx", i - self.n_discs), s.param("hy", i - self.n_discs)])
 
     @ti.func
-    def inertia(self, theta: ti.template(), b, i):
+    def inertia(self, s: ti.template(), i):
         # theta packs r, hx, hy one after the other, so both formulas read valid entries for any body; select picks
-        h = self.half_extents(theta, b, i)
-        m = self.param(theta, "m", b, i)
-        return ti.select(i < self.n_discs, 0.5 * m * self.param(theta, "r", b, i) ** 2, m * h.dot(h) / 3.0)
+        h = self.half_extents(s, i)
+        m = s.param("m", i)
+        return ti.select(i < self.n_discs, 0.5 * m * s.param("r", i) ** 2, m * h.dot(h) / 3.0)
 
     @ti.func
-    def corner(self, x: ti.template(), theta: ti.template(), b, t, i, k):
+    def corner(self, s: ti.template(), i, k):
         """Corner k of box i [m], anticlockwise from the lower left in the box frame."""
         sign = ti.Vector([ti.select(k == 1 or k == 2, 1.0, -1.0), ti.select(k >= 2, 1.0, -1.0)])
-        angle = self.state(x, "angle", b, t, i)
-        return self.position(x, b, t, i) + rotate(angle, sign * self.half_extents(theta, b, i))
+        angle = s.state("angle", i)
+        return self.position(s, i) + rotate(angle, sign * self.half_extents(s, i))
 
     # ---- contacts ----------------------------------------------------------------------------------------------------
     @ti.func
@@ -183,118 +183,117 @@ class Rigid2D(Impulses, System):
         return kind
 
     @ti.func
-    def geometry(self, x: ti.template(), theta: ti.template(), b, t, kind, i, j, k):
+    def geometry(self, s: ti.template(), kind, i, j, k):
         """(d, n, c) of a contact of the given kind; n pushes body i. Kinds the structure cannot have are not
         compiled."""
         nd, n_boxes, ground = ti.static(self.n_discs, self.n_boxes, self.ground == "on")
         d, n, c = 0.0, ti.Vector([0.0, 0.0]), ti.Vector([0.0, 0.0])
         if ti.static(nd >= 2):
             if kind == DISK_DISK:
-                d, n, c = disk_disk(self.position(x, b, t, i), self.param(theta, "r", b, i),
-                                    self.position(x, b, t, j), self.param(theta, "r", b, j))
+                d, n, c = disk_disk(self.position(s, i), s.param("r", i),
+                                    self.position(s, j), s.param("r", j))
         if ti.static(nd >= 1 and n_boxes >= 1):
             if kind == DISK_BOX:
-                d, n, c = disk_box(self.position(x, b, t, i), self.param(theta, "r", b, i), self.position(x, b, t, j),
-                                   self.state(x, "angle", b, t, j), self.half_extents(theta, b, j))
+                d, n, c = disk_box(self.position(s, i), s.param("r", i), self.position(s, j),
+                                   s.state("angle", j), self.half_extents(s, j))
         if ti.static(n_boxes >= 2):
             if kind == CORNER_BOX:
-                d, n, c = corner_box(self.corner(x, theta, b, t, i, k), self.position(x, b, t, j),
-                                     self.state(x, "angle", b, t, j), self.half_extents(theta, b, j))
+                d, n, c = corner_box(self.corner(s, i, k), self.position(s, j),
+                                     s.state("angle", j), self.half_extents(s, j))
         if ti.static(ground and nd >= 1):
             if kind == DISK_GROUND:
-                d, n, c = disk_ground(self.position(x, b, t, i), self.param(theta, "r", b, i))
+                d, n, c = disk_ground(self.position(s, i), s.param("r", i))
         if ti.static(ground and n_boxes >= 1):
             if kind == CORNER_GROUND:
-                d, n, c = corner_ground(self.corner(x, theta, b, t, i, k))
+                d, n, c = corner_ground(self.corner(s, i, k))
         return d, n, c
 
     @ti.func
-    def at_point(self, x: ti.template(), theta: ti.template(), b, t, i, c, tangent):
+    def at_point(self, s: ti.template(), i, c, tangent):
         """Body i at the point c: the velocity of its material point there, 1 / m and (arm x tangent)^2 / I."""
-        arm = c - self.position(x, b, t, i)
-        return self.point_velocity(x, b, t, i, arm), 1.0 / self.param(theta, "m", b, i), \
-            cross2(arm, tangent) ** 2 / self.inertia(theta, b, i)
+        arm = c - self.position(s, i)
+        return self.point_velocity(s, i, arm), 1.0 / s.param("m", i), \
+            cross2(arm, tangent) ** 2 / self.inertia(s, i)
 
     @ti.func
-    def contact_law(self, theta: ti.template(), b, dt, d, vn, vt, m_ab, m_t):
+    def contact_law(self, s: ti.template(), d, vn, vt, m_ab, m_t):
         """(fn, ft) from the overlap d, the relative normal and tangential velocities, the reduced mass m_ab and the
         effective tangential mass m_t."""
-        k = self.param(theta, "k", b, 0)
-        fn = penalty_normal(d, vn, k, restitution_damping(self.param(theta, "e", b, 0), k, m_ab),
-                            self.param(theta, "softness", b, 0))
-        ft = friction_coulomb_tanh(vt, fn, self.param(theta, "mu", b, 0), self.param(theta, "eps", b, 0))
-        return fn, friction_clip_to_stop(ft, vt, m_t, dt)
+        k = s.param("k")
+        fn = penalty_normal(d, vn, k, restitution_damping(s.param("e"), k, m_ab),
+                            s.param("softness"))
+        ft = friction_coulomb_tanh(vt, fn, s.param("mu"), s.param("eps"))
+        return fn, friction_clip_to_stop(ft, vt, m_t, s.dt)
 
     # ---- contact="qp": the phases are Impulses' (tisim/systems/rigid2d/impulses.py) ----------------------------
     @ti.func
-    def touch(self, x: ti.template(), theta: ti.template(), u: ti.template(), w: ti.template(), dt, b, t, q):
+    def touch(self, s: ti.template(), q):
         """Contact q's problem: its normal, the arms from both centres to the point c, its Delassus matrix, the
         relative velocity after the contact-free step and the least normal velocity it allows."""
         nb = ti.static(self.n_bodies)
         i, j, k = q // (4 * (nb + 1)), (q // 4) % (nb + 1), q % 4
         kind = self.pair_kind(i, j, k)
         if kind != NONE:
-            d, n, c = self.geometry(x, theta, b, t, kind, i, j, k)
-            self.pose(x, theta, u, w, dt, b, t, q, i, j, d, n[0], n[1], c)
+            d, n, c = self.geometry(s, kind, i, j, k)
+            self.pose(s, q, i, j, d, n[0], n[1], c)
 
     @ti.func
-    def contact_pair(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t, i, j, d, nx, ny, c):
+    def contact_pair(self, s: ti.template(), i, j, d, nx, ny, c):
         """The contact (d, n = (nx, ny), c) of body i with body j (j = n_bodies: the floor), pushed into both steps.
         n comes in by components: as a vector argument Taichi 1.7's reverse pass warns of a load before a store."""
         n, tangent = ti.Vector([nx, ny]), ti.Vector([-ny, nx])
         fn, ft = 0.0, 0.0
         if ti.static(self.contact == "qp"):
-            fn, ft = self.qp_law(x, theta, u, dt, b, t, i, j, d, n, tangent, c)
+            fn, ft = self.qp_law(s, i, j, d, n, tangent, c)
         else:
-            w, inverse_m, inverse_turn = self.at_point(x, theta, b, t, i, c, tangent)
+            w, inverse_m, inverse_turn = self.at_point(s, i, c, tangent)
             w_j, inverse_m_j, inverse_turn_j = ti.Vector([0.0, 0.0]), 0.0, 0.0  # the floor: at rest, infinite mass
             if j < self.n_bodies:
-                w_j, inverse_m_j, inverse_turn_j = self.at_point(x, theta, b, t, j, c, tangent)
-            fn, ft = self.contact_law(theta, b, dt, d, (w - w_j).dot(n), (w - w_j).dot(tangent),
-                                      1.0 / (inverse_m + inverse_m_j),
+                w_j, inverse_m_j, inverse_turn_j = self.at_point(s, j, c, tangent)
+            fn, ft = self.contact_law(s, d, (w - w_j).dot(n), (w - w_j).dot(tangent), 1.0 / (inverse_m + inverse_m_j),
                                       1.0 / (inverse_m + inverse_turn + inverse_m_j + inverse_turn_j))
         f = fn * n + ft * tangent
-        self.push(x, theta, dt, b, t, i, f, c)
+        self.push(s, i, f, c)
         if j < self.n_bodies:
-            self.push(x, theta, dt, b, t, j, -f, c)
+            self.push(s, j, -f, c)
 
     # ---- integration: semi-implicit Euler, one share of x[b, t+1] per force ------------------------------------------
     @ti.func
-    def push(self, x: ti.template(), theta: ti.template(), dt, b, t, i, f, c):
+    def push(self, s: ti.template(), i, f, c):
         """Add the force f acting at the point c on body i: its share semi_implicit_euler(0, 0, a, dt) of x[b, t+1]."""
-        m = self.param(theta, "m", b, i)
-        a = ti.Vector([f[0] / m, f[1] / m, cross2(c - self.position(x, b, t, i), f) / self.inertia(theta, b, i)])
+        m = s.param("m", i)
+        a = ti.Vector([f[0] / m, f[1] / m, cross2(c - self.position(s, i), f) / self.inertia(s, i)])
         for q, v, e in ti.static(AXES):
-            dq, dv = semi_implicit_euler(0.0, 0.0, a[e], dt)
-            self.advance(x, q, b, t, i, dq)
-            self.advance(x, v, b, t, i, dv)
+            dq, dv = semi_implicit_euler(0.0, 0.0, a[e], s.dt)
+            s.advance(q, i, dq)
+            s.advance(v, i, dv)
 
     @ti.func
-    def free_acceleration(self, x: ti.template(), theta: ti.template(), u: ti.template(), b, t, i):
+    def free_acceleration(self, s: ti.template(), i):
         """Body i's (ax, ay, angular acceleration) under the wrench action, gravity and drag."""
-        m, drag = self.param(theta, "m", b, i), self.param(theta, "drag", b, 0)
-        wrench = self.action(u, "wrench", b, t, i)
-        return ti.Vector([wrench[0] / m - drag * self.state(x, "vx", b, t, i),
-                          wrench[1] / m - self.param(theta, "g", b, 0) - drag * self.state(x, "vy", b, t, i),
-                          wrench[2] / self.inertia(theta, b, i) - drag * self.state(x, "omega", b, t, i)])
+        m, drag = s.param("m", i), s.param("drag")
+        wrench = s.action("wrench", i)
+        return ti.Vector([wrench[0] / m - drag * s.state("vx", i),
+                          wrench[1] / m - s.param("g") - drag * s.state("vy", i),
+                          wrench[2] / self.inertia(s, i) - drag * s.state("omega", i)])
 
     @ti.func
-    def free_motion(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t, i):
+    def free_motion(self, s: ti.template(), i):
         """Body i's step under the wrench action, gravity and drag, from x[b, t] into x[b, t+1]."""
-        a = self.free_acceleration(x, theta, u, b, t, i)
+        a = self.free_acceleration(s, i)
         for q, v, e in ti.static(AXES):
-            q_next, v_next = semi_implicit_euler(self.state(x, q, b, t, i), self.state(x, v, b, t, i), a[e], dt)
-            self.advance(x, q, b, t, i, q_next)
-            self.advance(x, v, b, t, i, v_next)
+            q_next, v_next = semi_implicit_euler(s.state(q, i), s.state(v, i), a[e], s.dt)
+            s.advance(q, i, q_next)
+            s.advance(v, i, v_next)
 
     @ti.func
-    def step(self, x: ti.template(), theta: ti.template(), u: ti.template(), dt, b, t):
+    def step(self, s: ti.template()):
         nb = ti.static(self.n_bodies)
         for i in range(nb):
-            self.free_motion(x, theta, u, dt, b, t, i)
+            self.free_motion(s, i)
         for q in range(4 * nb * (nb + 1)):  # body i (corner k) against body j or the floor (j = n_bodies)
             i, j, k = q // (4 * (nb + 1)), (q // 4) % (nb + 1), q % 4
             kind = self.pair_kind(i, j, k)
             if kind != NONE:
-                d, n, c = self.geometry(x, theta, b, t, kind, i, j, k)
-                self.contact_pair(x, theta, u, dt, b, t, i, j, d, n[0], n[1], c)
+                d, n, c = self.geometry(s, kind, i, j, k)
+                self.contact_pair(s, i, j, d, n[0], n[1], c)
