@@ -3,13 +3,15 @@
 # x[t+1] = a x[t] + theta over T = 8 steps from x[0] = 0, loss (x_T - 2)^2. Sliders set a and theta and the forward
 # trajectory (blue) redraws. "step back" (or Space) walks the backward sweep from t = T down to 0: each press reveals
 # lambda_t = dL/dx_t (orange bar) and folds it into dL/dtheta = lambda_1 + ... + lambda_T. At the end the accumulated
-# value stands beside a central finite difference. "reset" (or r) starts the sweep again.
+# value stands beside a central finite difference. "reset" (or r) starts the sweep again. The plot's axes keep one
+# scale, -10..10, whatever the sliders say (values beyond it end in an arrow at the edge). Esc closes the window.
 #
 # Command: python demos/adjoint_explorer.py            (needs a display and Vulkan; see tisim/viz/gui.py)
 #          python demos/adjoint_explorer.py --offscreen --steps 9 --screenshot out/adjoint_explorer.png
 import argparse
 import pathlib
 import sys
+import time
 
 import imageio.v3 as iio
 import numpy as np
@@ -20,6 +22,11 @@ from tisim.gui import Window, WindowUnavailable
 
 HORIZON, TARGET = 8, 2.0
 X_COLOR, LAMBDA_COLOR, TARGET_COLOR = (60, 110, 190), (230, 140, 40), (150, 150, 150)
+GRID_COLOR = (228, 228, 232)
+Y_RANGE, Y_TICKS = (-10.0, 10.0), (-10, -5, 0, 5, 10)  # the plot's fixed vertical scale
+MARGINS = dict(left=52, right=14, top=40, bottom=42)  # [px] around the plot: tick labels, legend, axis label
+SIZE, PLOT_WIDTH = (900, 480), 540  # the window and its plot on the left [px]
+PANEL = (0.60, 0.02, 0.38, 0.96)  # the controls' panel on the right: x, y, width, height as fractions of the window
 
 
 class AdjointSweep:
@@ -68,21 +75,66 @@ class AdjointSweep:
         return out
 
 
+def plot_area(size):
+    """The plot's rectangle in pixels, (left, right, bottom, top), measured from the picture's bottom left."""
+    return MARGINS["left"], size[0] - MARGINS["right"], MARGINS["bottom"], size[1] - MARGINS["top"]
+
+
 def picture(sweep, size=(500, 400)):
-    """x_t as a line with dots; the revealed lambda_t as bars; the target as a grey line (y = 2)."""
+    """x_t as a line with dots; the revealed lambda_t as bars; the target as a grey line (y = 2); axes with ticks
+    on a fixed scale (t from 0 to T across, Y_RANGE up), so moving a slider moves the data, never the axes."""
     T = len(sweep.x) - 1
-    high = max(np.abs(sweep.x).max(), np.abs(sweep.lam).max(), TARGET) * 1.15
-    canvas = viz.Canvas(*size, bounds=(-0.6, T + 0.6, -high, high))
-    canvas.line((-0.5, 0.0), (T + 0.5, 0.0), 1.5, viz.INK)
-    canvas.line((-0.5, TARGET), (T + 0.5, TARGET), 1.0, TARGET_COLOR)
+    left, right, bottom, top = plot_area(size)
+    low, high = Y_RANGE
+
+    def at(t, y):  # data to pixels (x right, y up)
+        return (left + (t + 0.6) / (T + 1.2) * (right - left), bottom + (y - low) / (high - low) * (top - bottom))
+
+    def inside(y):
+        return min(max(y, low), high)
+
+    def off_scale(t, y, color):  # an arrow at the edge the value went past
+        if low <= y <= high:
+            return
+        (u, v), sign = at(t, inside(y)), 1.0 if y > high else -1.0
+        canvas.polygon([(u - 6, v - sign * 2), (u + 6, v - sign * 2), (u, v + sign * 8)], color)
+
+    canvas = viz.Canvas(*size, bounds=(0, size[0], 0, size[1]))  # one world unit a pixel
+    for y in Y_TICKS:
+        canvas.line((left, at(0, y)[1]), (right, at(0, y)[1]), 1.0, GRID_COLOR)
+    canvas.line(at(-0.6, TARGET), at(T + 0.6, TARGET), 1.0, TARGET_COLOR)
+    canvas.line(at(-0.6, 0.0), at(T + 0.6, 0.0), 1.0, viz.INK)
     for t in range(T + 1):
         if t > sweep.next_t and abs(sweep.lam[t]) > 1e-12:
-            canvas.rectangle((t + 0.2, 0.5 * sweep.lam[t]), (0.3, abs(sweep.lam[t])), 0.0, LAMBDA_COLOR)
+            (u0, v0), (u1, v1) = at(t + 0.05, 0.0), at(t + 0.35, inside(sweep.lam[t]))
+            canvas.rectangle((0.5 * (u0 + u1), 0.5 * (v0 + v1)), (u1 - u0, abs(v1 - v0)), 0.0, LAMBDA_COLOR)
+            off_scale(t + 0.2, sweep.lam[t], LAMBDA_COLOR)
     for t in range(T):
-        canvas.line((t, sweep.x[t]), (t + 1, sweep.x[t + 1]), 2.5, X_COLOR)
+        canvas.line(at(t, inside(sweep.x[t])), at(t + 1, inside(sweep.x[t + 1])), 2.5, X_COLOR)
     for t in range(T + 1):
-        canvas.circle((t, sweep.x[t]), 0.08, X_COLOR)
-    return canvas.image()
+        canvas.circle(at(t, inside(sweep.x[t])), 3.5, X_COLOR)
+        off_scale(t, sweep.x[t], X_COLOR)
+    canvas.line((left, bottom), (right, bottom), 1.5, viz.INK)  # the axes, over everything
+    canvas.line((left, bottom), (left, top), 1.5, viz.INK)
+    for t in range(T + 1):
+        canvas.line((at(t, 0)[0], bottom), (at(t, 0)[0], bottom - 5), 1.5, viz.INK)
+    for y in Y_TICKS:
+        canvas.line((left, at(0, y)[1]), (left - 5, at(0, y)[1]), 1.5, viz.INK)
+    image = canvas.image()
+    height = size[1]
+    for t in range(T + 1):
+        viz.write(image, str(t), (at(t, 0)[0], height - bottom + 7), viz.INK, anchor="centre", box=False)
+    viz.write(image, "t (step)", (0.5 * (left + right), height - bottom + 23), viz.INK, anchor="centre", box=False)
+    for y in Y_TICKS:
+        label = f"{y:g}"
+        width = viz.text_mask(label).shape[1]
+        viz.write(image, label, (left - 9 - width, height - at(0, y)[1] - 7), viz.INK, box=False)
+    column = left
+    for words, color in (("x_t", X_COLOR), ("lambda_t = dL/dx_t", LAMBDA_COLOR), (f"target {TARGET:g}", TARGET_COLOR)):
+        image[12:24, column:column + 14] = color
+        viz.write(image, words, (column + 19, 10), viz.INK, box=False)
+        column += 19 + viz.text_mask(words).shape[1] + 18
+    return image
 
 
 def main(argv=None):
@@ -93,9 +145,14 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=0, help="press 'step back' this many times at the start")
     parser.add_argument("--frames", type=int, default=None, help="stop after this many frames (offscreen: 1)")
     parser.add_argument("--screenshot", default=None, help="save the last frame as a PNG here")
+    parser.add_argument("--close-after", type=float, default=None, metavar="SECONDS",
+                        help="close the window this many seconds after it opens (for scripts and tests; default: it "
+                             "stays until you press Esc or close it)")
     args = parser.parse_args(argv)
     try:
-        window = Window("tisim: the adjoint, one step at a time", (900, 480), offscreen=args.offscreen)
+        window = Window("tisim: the adjoint, one step at a time", SIZE, offscreen=args.offscreen,
+                        hint="With --offscreen the demo renders without a display; add --screenshot FILE to save "
+                             "the picture.")
     except WindowUnavailable as error:
         print(error, file=sys.stderr)
         return 2
@@ -104,17 +161,21 @@ def main(argv=None):
     for _ in range(args.steps):
         sweep.step()
     frames = args.frames if args.frames is not None else (3 if args.offscreen else None)  # the panel lays out late
-    frame = 0
-    page = np.full((480, 900, 3), 255, np.uint8)  # the plot on the left, the controls' panel on the right
-    while window.running and (frames is None or frame < frames):
-        page[:, :540] = picture(sweep, (540, 480))
+    frame, opened = 0, time.perf_counter()
+    page = np.full((SIZE[1], SIZE[0], 3), 255, np.uint8)  # the plot on the left, the controls' panel on the right
+    while window.running and (frames is None or frame < frames) and \
+            (args.close_after is None or time.perf_counter() - opened < args.close_after):
+        page[:, :PLOT_WIDTH] = picture(sweep, (PLOT_WIDTH, SIZE[1]))
         window.draw(page)
-        with window.panel("adjoint", 0.60, 0.02, 0.38, 0.96) as panel:
+        with window.panel("adjoint", *PANEL) as panel:
             a = panel.slider_float("a", sweep.a, 0.0, 1.5)
             theta = panel.slider_float("theta", sweep.theta, -2.0, 2.0)
             step, reset = panel.button("step back"), panel.button("reset")
+            panel.text(f"next 'step back' (or Space) reveals lambda_{sweep.next_t}" if not sweep.done else
+                       "backward sweep done: 'reset' or r starts again")
             for line in sweep.lines():
                 panel.text(line)
+            panel.text("Esc closes the window")
         keys = window.keys()
         moved = abs(a - sweep.a) > 1e-6 or abs(theta - sweep.theta) > 1e-6  # sliders hold float32
         if moved or reset or "r" in keys:

@@ -10,10 +10,12 @@
 # the cue ball's velocity (a zero gradient, not a wrong one).
 # Prints the miss distance before and after, and writes out/billiards.gif (the optimized shot on the table: its
 # cushion, the goal circle labelled, a legend of the balls, the time).
-# With --gui, aim by hand: drag from the cue ball and release to shoot; press O to let the optimizer start from your
-# shot and watch its result (needs a display and Vulkan; see tisim/viz/gui.py).
+# With --gui, aim by hand: drag from the cue ball (a line shows the shot) and release to shoot; press O to let the
+# optimizer start from your shot, watch it aim, and see its result; Esc closes the window (needs a display and Vulkan;
+# see tisim/viz/gui.py).
 #
-# Command: python demos/billiards.py [--out out] [--iterations 80] [--short] [--gui] [--contact penalty|qp]
+# Command: python demos/billiards.py [--out out] [--iterations 80] [--short] [--gui [--aim vx,vy] [--close-after S]]
+#          [--contact penalty|qp]
 import argparse
 import pathlib
 import sys
@@ -24,7 +26,7 @@ import taichi as ti
 
 import tisim
 from tisim import viz
-from tisim.gui import Window, WindowUnavailable
+from tisim.gui import DONE, Window, WindowUnavailable
 from tisim.optim import Adam, minimize
 from tisim.systems import Rigid2D
 
@@ -55,15 +57,18 @@ def shoot(sim, velocity):
     sim.set_initial_state(vx=vx, vy=vy)
 
 
-def optimize(sim, loss, start, iterations):
-    """Adam on the cue ball's (vx, vy); stops once the target ball ends within a fifth of the goal radius."""
+def optimize(sim, loss, start, iterations, watch=None):
+    """Adam on the cue ball's (vx, vy); stops once the target ball ends within a fifth of the goal radius.
+    watch(iteration, values, loss), when given, is called after every iteration (a window's progress) and stops the
+    run by returning True."""
     def objective(values):
         shoot(sim, values["v0"])
         g = sim.gradient(loss)
         return g.value, {"v0": np.array([g.initial_state["vx"][0, 0], g.initial_state["vy"][0, 0]])}
 
     def inside(iteration, values, value):
-        return np.sqrt(value) < 0.2 * GOAL_RADIUS
+        stop = bool(watch(iteration, values, value)) if watch is not None else False
+        return stop or np.sqrt(value) < 0.2 * GOAL_RADIUS
 
     return minimize(objective, {"v0": np.array(start)}, optimizer=Adam(lr=0.05), iterations=iterations,
                     callback=inside, description="aiming")
@@ -126,44 +131,100 @@ def table_view(traj, params):
             min(ymin, GOAL[1] - 2 * GOAL_RADIUS, -0.6), max(ymax, GOAL[1] + 2 * GOAL_RADIUS, 1.0))
 
 
-def play(sim, loss, window, params, optimize_after=None):
-    """Interactive aiming: drag from the cue ball, release to shoot; O optimizes from the last shot.
+AIM_COLOR = (150, 60, 160)  # the aim line: the cue ball velocity it would get
+SIZE = (800, 500)  # the window [px]
+PANEL = (0.01, 0.01, 0.50, 0.27)  # its text panel: x, y, width, height as fractions of the window
+SPEED_PER_METRE = 2.0  # [m/s] of cue ball velocity per metre dragged
 
-    optimize_after: a scripted shot (vx, vy) for runs without a mouse: it is shot, then optimized, then shown.
+
+def gui_frame(window, bounds, state, params, lines, aim=None):
+    """One window frame: the table from above with the goal, the balls in ``state``, an aim line from the cue ball
+    along the velocity ``aim`` [m/s] (None: none), and the panel's lines."""
+    canvas = viz.Canvas(*window.size, bounds=bounds, background=FELT)  # all felt: a filled table costs a frame
+    corners = [(bounds[0], bounds[2]), (bounds[1], bounds[2]), (bounds[1], bounds[3]), (bounds[0], bounds[3])]
+    for p, q in zip(corners, corners[1:] + corners[:1]):
+        canvas.line(p, q, 5.0, CUSHION)
+    canvas.circle(GOAL, GOAL_RADIUS, GOAL_COLOR)
+    canvas.circle(GOAL, GOAL_RADIUS, viz.MARK, filled=False, width_px=2.0)
+    cue = np.array([state["px"][0], state["py"][0]])
+    if aim is not None:
+        tip = cue + np.asarray(aim) / SPEED_PER_METRE
+        canvas.line(cue, tip, 2.0, AIM_COLOR)
+        canvas.circle(tip, 4.0 / canvas.scale, AIM_COLOR)
+    viz.draw_rigid2d(canvas, state, params)
+    window.draw(canvas.image())
+    with window.panel("billiards", *PANEL) as panel:
+        for line in lines:
+            panel.text(line)
+    return canvas
+
+
+def play(sim, loss, window, params, optimize_after=None, close_after=None):
+    """Interactive aiming: drag from the cue ball, release to shoot; O optimizes from the last shot, each
+    iteration's aim shown as it goes. Esc or closing the window ends it.
+
+    optimize_after: a scripted shot (vx, vy) for runs without a mouse: it is shot, then optimized, then shown;
+    offscreen the window ends there, on screen it stays for the user (or close_after seconds after it opened).
     Returns the last shot's velocity and miss distance [m]."""
-    bounds = table_view(sim.rollout(), params)
-    traj, frame, press, shot, miss = sim.rollout(), 0, None, None, None
+    traj = sim.rollout()
+    bounds = table_view(traj, params)
+    view = viz.Canvas(*window.size, bounds=bounds).view  # the world rectangle the window shows [m]
+    frame, press, shot, miss, status = 0, None, None, None, "aiming"
     scripted = list(optimize_after or ())
-    while window.running:
+    start = {k: val[0, 0] for k, val in traj.items()}
+    cue = (BALLS["px"][0], BALLS["py"][0])
+    opened = time.perf_counter()
+
+    def progress(iteration, values, value):
+        """Show the optimizer's current aim and miss; closing the window stops it."""
+        if not window.running or (close_after is not None and time.perf_counter() - opened > close_after):
+            return True
+        aim = values["v0"]
+        gui_frame(window, bounds, start, params, [
+            f"optimizing: iteration {iteration} of at most 80",
+            f"v0 = ({aim[0]:.2f}, {aim[1]:.2f}) m/s", f"the target ball ends {100 * np.sqrt(value):.1f} cm from the "
+            "goal centre", "Esc: stop and close"], aim=aim)
+        window.show()
+        return False
+
+    while window.running and (close_after is None or time.perf_counter() - opened < close_after):
         (u, v), down = window.cursor()
-        point = (bounds[0] + u * (bounds[1] - bounds[0]), bounds[2] + v * (bounds[3] - bounds[2]))
+        point = (view[0] + u * (view[1] - view[0]), view[2] + v * (view[3] - view[2]))
         if down and press is None:
             press = point
         released = press is not None and not down
         if released or scripted:
-            cue = (BALLS["px"][0], BALLS["py"][0])
-            velocity = np.array(scripted[:2]) if scripted else 2.0 * np.subtract(point, cue)  # 2 m/s per metre
-            shot, press, frame = velocity, None, 0
+            velocity = np.array(scripted[:2]) if scripted else SPEED_PER_METRE * np.subtract(point, cue)
+            shot, press, frame, status = velocity, None, 0, "shot"
             shoot(sim, shot)
             traj = sim.rollout()
             miss = float(np.sqrt(sim.evaluate(loss)[0]))
         if shot is not None and ("o" in window.keys() or "O" in window.keys() or scripted):
-            shot = optimize(sim, loss, shot, 80).values["v0"]
+            gui_frame(window, bounds, start, params, ["optimizing from your shot: compiling the gradient"], aim=shot)
+            window.show()
+            result = optimize(sim, loss, shot, 80, watch=progress)
+            shot = result.values["v0"]
             shoot(sim, shot)
-            traj, frame, scripted = sim.rollout(), 0, []
+            traj, frame, scripted, status = sim.rollout(), 0, [], f"optimized ({result.iterations} iterations)"
             miss = float(np.sqrt(sim.evaluate(loss)[0]))
         t = min(frame * 40, HORIZON)
-        canvas = viz.Canvas(*window.size, bounds=bounds)
-        canvas.circle(GOAL, GOAL_RADIUS, GOAL_COLOR)
-        viz.draw_rigid2d(canvas, {k: val[0, t] for k, val in traj.items()}, params)
-        window.draw(canvas.image())
-        with window.panel("billiards", 0.01, 0.01, 0.45, 0.15) as panel:
-            panel.text("drag from the cue ball and release to shoot; O: optimize from this shot")
-            if shot is not None:
-                panel.text(f"v0 = ({shot[0]:.2f}, {shot[1]:.2f}) m/s, miss {100 * miss:.1f} cm")
+        lines = ["drag from the cue ball and release to shoot", "O: optimize from this shot   Esc: close"]
+        aim = None
+        if press is not None:
+            aim = SPEED_PER_METRE * np.subtract(point, cue)
+            lines.append(f"release to shoot at v0 = ({aim[0]:.2f}, {aim[1]:.2f}) m/s")
+        elif shot is not None:
+            where = f"t = {t * sim.dt:.1f} s" if t < HORIZON else "at rest"
+            lines.append(f"{status}: v0 = ({shot[0]:.2f}, {shot[1]:.2f}) m/s")
+            lines.append(f"{where}: the target ball ends {100 * miss:.1f} cm from the goal centre "
+                         f"({'in' if miss < GOAL_RADIUS else 'outside'} the goal)")
+            if t >= HORIZON and status.startswith("optimized"):
+                lines.append(DONE)
+        state = {k: val[0, t] for k, val in traj.items()} if shot is not None else start
+        gui_frame(window, bounds, state, params, lines, aim=aim)
         window.show()
         frame += 1
-        if optimize_after is not None and frame > HORIZON // 40:
+        if optimize_after is not None and window.offscreen and frame > HORIZON // 40:
             break
     return shot, miss
 
@@ -178,7 +239,12 @@ def main(argv=None):
     parser.add_argument("--short", action="store_true", help="a smaller GIF, for tests")
     parser.add_argument("--gui", action="store_true", help="aim by hand in a window")
     parser.add_argument("--offscreen", action="store_true", help="with --gui: no display (scripted, for tests)")
-    parser.add_argument("--aim", default=None, help="with --gui --offscreen: a scripted shot 'vx,vy' [m/s]")
+    parser.add_argument("--aim", default=None,
+                        help="with --gui: a scripted shot 'vx,vy' [m/s], shot and then optimized from, no mouse needed "
+                             "(with --offscreen the run ends after the optimized shot is shown)")
+    parser.add_argument("--close-after", type=float, default=None, metavar="SECONDS",
+                        help="with --gui: close the window this many seconds after it opens (for scripts and tests; "
+                             "default: it stays until you press Esc or close it)")
     parser.add_argument("--contact", default="penalty", choices=Rigid2D.OPTIONS["contact"],
                         help="ball-ball contact: penalty springs (default) or impulses from a convex problem (qp)")
     args = parser.parse_args(argv)
@@ -189,13 +255,13 @@ def main(argv=None):
     loss = miss_loss(sim)
     if args.gui:
         try:
-            window = Window("tisim: billiards", (800, 500), offscreen=args.offscreen)
+            window = Window("tisim: billiards", SIZE, offscreen=args.offscreen)
         except WindowUnavailable as error:
             print(error, file=sys.stderr)
             return 2
         params = {**{k: v[0] for k, v in sim.params.items()}, "ground": 0}
         aim = [float(v) for v in args.aim.split(",")] if args.aim else None
-        shot, miss = play(sim, loss, window, params, optimize_after=aim)
+        shot, miss = play(sim, loss, window, params, optimize_after=aim, close_after=args.close_after)
         return dict(velocity=shot, miss=miss, goal_radius=GOAL_RADIUS)
     aim = np.subtract(BALLS["px"][TARGET], BALLS["px"][0]), np.subtract(BALLS["py"][TARGET], BALLS["py"][0])
     start = AIM * np.array(aim) / np.hypot(*aim)

@@ -10,9 +10,11 @@
 # a plant whose pole is 20% heavier than the planner believes.
 # Writes out/cartpole_opt.gif (first attempt beside the optimized one) and out/cartpole_opt_loss.png (the second
 # stage's start marked); with --mpc out/cartpole_opt_mpc.gif and out/cartpole_opt_mpc.png instead. With --gui a
-# window shows each attempt while the optimization runs (needs a display and Vulkan; see tisim/viz/gui.py).
+# window shows each attempt while the optimization runs, with the stage and its iteration, then replays the result
+# and stays up on its final frame until you press Esc or close it (needs a display and Vulkan; see tisim/viz/gui.py).
 #
-# Command: python demos/cartpole_opt.py [--mpc] [--gui] [--batch 8] [--seed 0] [--out out]
+# Command: python demos/cartpole_opt.py [--mpc] [--gui [--close-after S]] [--batch 8] [--seed 0]
+#          [--iterations 800,400] [--out out]
 import argparse
 import pathlib
 import sys
@@ -23,7 +25,7 @@ import taichi as ti
 
 import tisim
 from tisim import plots, viz
-from tisim.gui import Window, WindowUnavailable
+from tisim.gui import DONE, Window, WindowUnavailable
 from tisim.losses import Custom, Effort, TerminalTarget
 from tisim.tasks import optimize_actions, receding_horizon
 
@@ -75,30 +77,74 @@ def swing_up(sim, seed, iterations=(800, 400), progress=False, callback=None):
     return find, land
 
 
+STAGES = ("stage 1 of 2: find a swing", "stage 2 of 2: land it (100x terminal cost)")
+SIZE, VIEW = (800, 560), (-2.6, 2.6, -1.35, 2.3)  # the window [px] and its world rectangle [m]: room on top
+PANEL = (0.02, 0.02, 0.60, 0.23)  # for the text panel: x, y, width, height as fractions of the window
+
+
+def window_frame(window, state, params, lines):
+    """One frame of the window: the cart-pole in ``state`` and the panel's lines."""
+    canvas = viz.Canvas(*window.size, bounds=VIEW)
+    viz.draw_cartpole(canvas, state, params)
+    window.draw(canvas.image())
+    with window.panel("cart-pole swing-up", *PANEL) as panel:
+        for line in lines:
+            panel.text(line)
+
+
 class LiveView:
     """An optimizer callback that draws the attempt just evaluated (batch element 0), its motion replayed as the
-    iterations go by, with the loss; closing the window stops the optimization."""
+    iterations go by, with the stage, its iteration and the loss; closing the window stops the optimization.
+    The iteration count starts again with each stage (each is its own optimizer run); the panel says which."""
 
-    def __init__(self, window, sim, every=5):
+    def __init__(self, window, sim, iterations, every=5):
         self.window, self.sim, self.every, self.shown = window, sim, every, 0
+        self.iterations, self.stage, self.last, self.ended = iterations, 0, 0, []
         self.params = {k: float(v[0]) for k, v in sim.params.items()}
 
     def __call__(self, iteration, values, loss):
         if not self.window.running:
             return True
-        if iteration % self.every:
+        if iteration <= self.last:  # the next stage's optimizer has started
+            self.ended.append((self.last, self.loss))
+            self.stage += 1
+        self.last, self.loss = iteration, loss
+        if iteration % self.every and iteration != 1:
             return False
         traj = self.sim.rollout()
         t = (self.shown * 3) % (self.sim.T + 1)
-        canvas = viz.Canvas(*self.window.size, bounds=(-2.6, 2.6, -1.3, 1.6))
-        viz.draw_cartpole(canvas, {k: float(v[0, t]) for k, v in traj.items()}, self.params)
-        self.window.draw(canvas.image())
-        with self.window.panel("optimization", 0.02, 0.02, 0.42, 0.16) as panel:
-            panel.text(f"iteration {iteration}   step {t} of {self.sim.T}")
-            panel.text(f"loss (sum over the batch) {loss:.2f}")
+        lines = [f"{STAGES[self.stage]}, iteration {iteration} of {self.iterations[self.stage]}",
+                 f"loss (sum over the batch) {loss:.2f}", f"attempt 1 of {self.sim.B}, step {t} of {self.sim.T}"]
+        lines += [f"stage 1 ended after {n} iterations at loss {value:.2f}" for n, value in self.ended[:1]]
+        window_frame(self.window, {k: float(v[0, t]) for k, v in traj.items()}, self.params, lines)
         self.window.show()
         self.shown += 1
         return False
+
+
+def busy(window, state, params, lines):
+    """Draw one frame saying what runs now (the window cannot redraw while it runs)."""
+    if window is not None and window.running:
+        window_frame(window, state, params, lines)
+        window.show()
+
+
+def replay(window, traj, b, params, lines, close_after=None):
+    """Replay batch element b of the result once (25 frames a second), then stay on its final frame until the user
+    presses Esc or closes the window (or close_after seconds pass); R replays again."""
+    steps = traj["x"].shape[1]
+    start = [0]
+
+    def frame(k):
+        t = min(2 * (k - start[0]), steps - 1)
+        if "r" in window.keys() or "R" in window.keys():
+            start[0], t = k, 0
+        state = {key: float(v[b, t]) for key, v in traj.items()}
+        status = [f"replaying the result, step {t} of {steps - 1}"] if t < steps - 1 else \
+            ["final state shown; R: replay", DONE]
+        window_frame(window, state, params, lines + status)
+
+    return window.linger(frame, close_after=close_after, fps=25)
 
 
 def perturbed_success(count=10, seed=1):
@@ -112,13 +158,14 @@ def perturbed_success(count=10, seed=1):
     return sum(succeeded(summary(traj, b)) for b in range(count))
 
 
-def mpc(seed, plan_steps=75, apply=5, steps=300):
-    """The first plan as in the open-loop demo; then re-plans with a uniform upright cost, warm-started."""
+def mpc(seed, plan_steps=75, apply=5, steps=300, callback=None):
+    """The first plan as in the open-loop demo; then re-plans with a uniform upright cost, warm-started.
+    callback(step, states) after each re-plan (for a window)."""
     planner = tisim.systems.Cartpole(horizon=plan_steps, theta=np.pi)
     plant = tisim.systems.Cartpole(horizon=apply, theta=np.pi, m_pole=0.12)
     swing_up(planner, seed, iterations=(600, 300))
     return receding_horizon(planner, plant, swing_up_loss(planner, 100.0, swing=1), steps=steps, apply=apply,
-                            limits=(-FORCE_LIMIT, FORCE_LIMIT), iterations=50, lr=0.05)
+                            limits=(-FORCE_LIMIT, FORCE_LIMIT), iterations=50, lr=0.05, callback=callback)
 
 
 def pictures(out, first, final, params, history, b, *, stages=(), mpc=False, dt=0.02):
@@ -154,26 +201,45 @@ def main(argv=None):
                         help="receding-horizon control instead (plan 1.5 s, apply 0.1 s, re-plan) on a plant whose "
                              "pole is 20%% heavier than the planner's; writes cartpole_opt_mpc.gif and .png")
     parser.add_argument("--out", default="out", help="folder for the GIF and the loss plot (default out)")
-    parser.add_argument("--gui", action="store_true", help="watch the optimization in a window")
+    parser.add_argument("--iterations", default="800,400",
+                        help="iterations of stage 1 (find a swing) and stage 2 (land it), as 'n1,n2' (default 800,400; "
+                             "not with --mpc)")
+    parser.add_argument("--gui", action="store_true",
+                        help="watch the optimization in a window, which then replays the result and stays up on its "
+                             "final frame until you press Esc or close it")
+    parser.add_argument("--close-after", type=float, default=None, metavar="SECONDS",
+                        help="with --gui: close the window this many seconds after the run ends (for scripts and "
+                             "tests; default: it stays until you close it)")
     args = parser.parse_args(argv)
+    stage_iterations = tuple(int(n) for n in args.iterations.split(","))
+    if len(stage_iterations) != 2 or min(stage_iterations) < 1:
+        parser.error(f"--iterations takes two positive counts 'n1,n2', got {args.iterations!r}")
     window = None
     if args.gui:
         try:
-            window = Window("tisim: cart-pole swing-up", (800, 480))
+            window = Window("tisim: cart-pole swing-up", SIZE)
         except WindowUnavailable as error:
             print(error, file=sys.stderr)
             return 2
+    shown = {k: float(v[0]) for k, v in tisim.systems.Cartpole(horizon=1).params.items()} if window else None
+    hanging = {**REST, "theta": np.pi}  # the window's first frame
     started = time.perf_counter()
     if args.mpc:
-        run = mpc(args.seed)
+        def replanned(step, states):
+            busy(window, {k: float(v[0]) for k, v in states.items()}, shown,
+                 [f"receding horizon: step {step} of 300, re-planned every 0.1 s", "on a pole 20% heavier"])
+
+        busy(window, hanging, shown, ["receding horizon: planning the first 1.5 s (1 re-plan of 60)"])
+        run = mpc(args.seed, callback=replanned if window else None)
         traj, best, iterations = run.states, 0, sum(p.iterations for p in run.plans)
         history = [p.history[-1] for p in run.plans]  # each re-plan's last iteration
         first = tisim.systems.Cartpole(horizon=traj["x"].shape[1] - 1, theta=np.pi).rollout()  # no force at all
         stages = ()
     else:
         sim = tisim.systems.Cartpole(horizon=HORIZON, batch=args.batch, theta=np.pi)
-        find, land = swing_up(sim, args.seed, progress=window is None,
-                              callback=LiveView(window, sim) if window else None)
+        busy(window, hanging, shown, [f"{STAGES[0]}: starting (the first iteration compiles the kernels)"])
+        find, land = swing_up(sim, args.seed, iterations=stage_iterations, progress=window is None,
+                              callback=LiveView(window, sim, stage_iterations) if window else None)
         traj = sim.rollout()
         best = int(np.argmin(sim.gradient(swing_up_loss(sim, 100.0)).per_batch))
         iterations, history = find.iterations + land.iterations, find.history + land.history
@@ -181,6 +247,9 @@ def main(argv=None):
         sim.set_actions(first_attempt(sim, args.seed))
         first = sim.rollout()
     seconds = time.perf_counter() - started
+    if window is not None:
+        busy(window, {k: float(v[best, -1]) for k, v in traj.items()}, shown,
+             [f"optimization done ({iterations} iterations)", "writing the GIF and the loss plot"])
     gif, plot = pictures(pathlib.Path(args.out), first, traj, tisim.systems.Cartpole(horizon=1).params, history, best,
                          stages=stages, mpc=args.mpc)
     result = summary(traj, best)
@@ -191,6 +260,12 @@ def main(argv=None):
           f" cart stayed within +-{result['cart_extent']:.2f} m: {'success' if result['success'] else 'FAILED'}")
     print(f"  wrote {gif} ({gif.stat().st_size // 1024} KB) and {plot}")
     result["history"], result["trajectory"] = history, traj
+    if window is not None and window.running:
+        print("the window replays the result and stays on its final frame: press Esc or close it", flush=True)
+        outcome = "success" if result["success"] else "not balanced"
+        lines = [f"{'receding horizon' if args.mpc else 'both stages'} done: {iterations} iterations, {outcome}",
+                 f"final angle from upright {result['angle']:+.3f} rad, cart at {result['cart']:+.2f} m"]
+        result["window_frames"] = replay(window, traj, best, shown, lines, close_after=args.close_after)
     return result
 
 

@@ -363,6 +363,8 @@ def orbit(system, traj, scene, *, every=20, rounds=None, distance=None, height=N
     shown, angle = 0, 0.0
     while scene.window is not None and scene.window.running and rounds != shown:
         for t in range(0, len(one["pos"]), every):
+            if not scene.window.running:  # closed, or Esc
+                break
             centre = one["pos"][t].mean(axis=0)
             angle += 0.01
             scene.look(from_=centre + [distance * np.sin(angle), height, distance * np.cos(angle)], at=centre)

@@ -234,6 +234,9 @@ class Scene:
         buffer = self.window.get_image_buffer_as_numpy()  # (W, H, 4), floats in [0, 1], y up
         if not self.offscreen:
             self.window.show()
+            while self.window.get_event(ti.ui.PRESS):  # Esc closes the window, as tisim.gui's do
+                if self.window.event.key == ti.ui.ESCAPE:
+                    self.window.running = False
         return (np.transpose(buffer[:, ::-1, :3], (1, 0, 2)) * 255).round().astype(np.uint8)
 
 
