@@ -100,16 +100,18 @@ def test_angular_momentum_is_conserved_with_the_affine_part(dim, material):
     assert np.abs(orbital - orbital[0]).max() > 1e-4 * np.abs(orbital[0]).max()
 
 
-def bar_frequency(dim, n_grid, E=1e4, rho=1000.0, length=0.5, thickness=1 / 16):
-    """The first longitudinal mode of a free bar (no gravity, clear of the walls), from the zero crossings of its
-    modal velocity sum_p v_x cos(pi s_p / L) over two periods."""
+def bar_frequency(dim, n_grid, E=1e4, rho=1000.0, length=0.375, thickness=1 / 16):
+    """The first longitudinal mode of a free bar (no gravity, clear of the walls: no point's stencil reaches a wall's
+    band on 16 cells or more), from the zero crossings of its modal velocity sum_p v_x cos(pi s_p / L) over two
+    periods."""
     h, c = 1.0 / n_grid, np.sqrt(E / rho)
-    lower = [0.25] + [0.5 - thickness / 2] * (dim - 1)
-    body = Body.box(lower, [0.75] + [0.5 + thickness / 2] * (dim - 1), h / 2)
+    start = 0.5 - length / 2
+    lower = [start] + [0.5 - thickness / 2] * (dim - 1)
+    body = Body.box(lower, [start + length] + [0.5 + thickness / 2] * (dim - 1), h / 2)
     dt = 0.2 * h / c
     steps = int(np.ceil(2 * 2 * length / c / dt))
     sim = MPM(horizon=steps, body=body, n_grid=n_grid, dt=dt, E=E, nu=0.0, rho=rho, g=0.0)
-    shape = np.cos(np.pi * (body.particles[:, 0] - 0.25) / length)
+    shape = np.cos(np.pi * (body.particles[:, 0] - start) / length)
     vel = np.zeros_like(body.particles)
     vel[:, 0] = 0.01 * c * shape
     sim.set_initial_state(vel=vel)
@@ -120,17 +122,18 @@ def bar_frequency(dim, n_grid, E=1e4, rho=1000.0, length=0.5, thickness=1 / 16):
 
 
 def test_a_free_bar_rings_at_its_first_longitudinal_mode():
-    """A bar of length L = 0.5 m rings at f = sqrt(E / rho) / (2 L), the 1D wave equation's free-free mode. With
+    """A bar of length L = 0.375 m rings at f = sqrt(E / rho) / (2 L), the 1D wave equation's free-free mode. With
     nu = 0 there is no lateral contraction, so the thin-bar theory is exact and the 2D modulus is E itself. Measured
-    errors 1.2%, 0.40%, 0.10% on 16, 32, 64 cells: second order in h; the same in 3D on 16 cells."""
+    errors 2.6%, 0.70%, 0.18% (all below the theory) on 16, 32, 64 cells: second order in h; the same in 3D on 16
+    cells."""
     errors = []
     for n_grid in (16, 32, 64):
         f, theory = bar_frequency(2, n_grid)
         errors.append(abs(f / theory - 1.0))
-    assert errors[0] < 0.05 and errors[1] < 0.005, errors
+    assert errors[0] < 0.04 and errors[1] < 0.01 and errors[2] < 0.003, errors
     assert errors[1] < errors[0] / 3 and errors[2] < errors[1] / 3, errors  # converging at about h^2
     f, theory = bar_frequency(3, 16)
-    assert abs(f / theory - 1.0) < 0.02
+    assert abs(f / theory - 1.0) < 0.04
 
 
 def sliding(floor, n_grid=32, speed=1.0, **values):
@@ -232,10 +235,10 @@ def test_an_elastic_column_settles_at_its_compression_under_its_own_weight():
     undamped, APIC transfers keep it oscillating about its equilibrium for many periods). Its points fill whole
     lattice rows, so the material stands 0.297 m high on 32 and 64 cells (19 and 38 rows of h/2), and that height, not
     the one asked, carries the weight. Against the exact neo-Hookean answer (stiffer than linear by about 1%; the
-    strain at the base is 3%), between the fifth row and the top, clear of the floor's band: measured 0.9993 on 32
-    cells, 0.9989 on 64 (and 0.9994 on 96 and 128). The whole column, its lowest row in the band's reach, is softer
-    by an error that shrinks with the cell: 1.022, 1.010 (1.007, 1.005 on 96 and 128). Linear elasticity's
-    rho g (L z - z^2 / 2) / E from z1 to z2 matches the whole column within 2% (1.013, 1.001)."""
+    strain at the base is 3%), between the fifth row and the top, clear of the floor's band: measured 1.0009 on 32
+    cells, 1.0003 on 64. The whole column, its lowest row in the band's reach, is softer by an error that shrinks
+    with the cell: 1.019, 1.009. Linear elasticity's rho g (L z - z^2 / 2) / E from z1 to z2 matches the whole
+    column within 2% (1.009, 0.999)."""
     E, rho = 1e5, 1000.0
     errors = []
     for n_grid in (32, 64):
@@ -267,9 +270,10 @@ def test_an_elastic_column_settles_at_its_compression_under_its_own_weight():
 
 def test_von_mises_clay_slumps_where_a_solid_stands():
     """A 0.2 m block resting on the floor under its own weight (rho g H = 1,960 Pa at its base). Corotated, it
-    stands (its height 0.183 m after 0.6 s). Von Mises with a yield stress far above the load is the same solid to
-    rounding; with 200 Pa it slumps into a wide heap (measured: height 0.068 m, width 0.69 m), and every point ends
-    on or inside the yield surface |dev V| <= yield / (sqrt(6) G), checked by an SVD in numpy."""
+    stands (its height 0.184 m after 0.6 s, its largest deviatoric stretch 5.6 times the yield limit). Von Mises with
+    a yield stress far above the load is the same solid to rounding; with 200 Pa it slumps into a wide heap
+    (measured: height 0.092 m, width 0.55 m), and every point ends on or inside the yield surface |dev V| <= yield /
+    (sqrt(6) G), checked by an SVD in numpy."""
     h = 1.0 / 32
     body = Body.box([0.4, BAND * h], [0.6, BAND * h + 0.2], h / 2)
     final = {}
@@ -282,7 +286,7 @@ def test_von_mises_clay_slumps_where_a_solid_stands():
     np.testing.assert_allclose(final["von_mises", 1e9][0], final["corotated", 200.0][0], rtol=0, atol=1e-12)
     limit = 200.0 / (np.sqrt(6) * 3e4 / (2 * 1.2))
     assert left_stretch_deviator(final["von_mises", 200.0][1]).max() <= limit * (1 + 1e-9)
-    assert left_stretch_deviator(final["corotated", 200.0][1]).max() > 10 * limit  # the solid goes beyond it
+    assert left_stretch_deviator(final["corotated", 200.0][1]).max() > 4 * limit  # the solid goes beyond it
 
 
 def test_a_dropped_block_bounces_off_the_floor():

@@ -11,14 +11,17 @@ from test_mpm import GRID, block, full_loss, spinning
 
 @pytest.mark.parametrize("dim", [2, 3])
 def test_gradients_match_central_differences(dim):
-    """Every group against Richardson-extrapolated float64 central differences, on an actuated block."""
+    """Every group against Richardson-extrapolated float64 central differences, on an actuated block. On 8 cells
+    the block's stencils reach the walls' bands, whose laws switch where a node's velocity turns into a wall: in 3D
+    one such switch lies within 1e-4 of an initial position, so the differences step 1e-5 (measured: dL/dpos[0, 0]
+    17.7926408 by reverse mode and by differences of 1e-5 to 1e-7, 13.4 across the switch at 1e-4)."""
     n_grid = GRID
     body = Body.box([0.4] * dim, [0.6] * dim, 0.5 / n_grid)
     body.actuators[: len(body.particles) // 2] = 0
     sim = MPM(horizon=10, body=body, n_grid=n_grid, actuation=2000.0)
     spinning(sim, body)
     sim.set_actions(np.random.default_rng(1).normal(0.0, 0.5, (10, 1)))
-    report = tisim.gradcheck(sim, full_loss(sim, body), step=1e-4, max_entries=10, extrapolate=True)
+    report = tisim.gradcheck(sim, full_loss(sim, body), step=1e-5, max_entries=10, extrapolate=True)
     assert report.worst <= 1e-6, str(report)
 
 

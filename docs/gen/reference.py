@@ -16,6 +16,9 @@ MARKERS = {
     "reference/systems.md": "<!-- generated: systems catalogue -->",
     "reference/glossary.md": "<!-- generated: quantity names -->",
 }
+# systems whose units, masses and forces beyond the state are set out on a page of their own (the link's anchor must
+# exist: the build is strict)
+CONVENTIONS = {"MPM": "../concepts/conventions.md#mpm", "MassSpring": "../concepts/conventions.md#mass-spring"}
 GROUPS = (("PARAMS", "Parameters"), ("STATE", "State"), ("ACTION", "Actions"), ("SCRATCH", "Scratch"))
 KINDS = {"PARAMS": "parameter", "STATE": "state", "ACTION": "action", "SCRATCH": "scratch"}
 
@@ -76,6 +79,9 @@ def systems_catalogue():
     for name, system in systems().items():
         api = f"[`tisim.systems.{name}`](api.md#tisim.systems.{name})"  # strict build: the anchor must exist
         lines += [f"## {name}", "", f"{api}: {summary(system)}", ""]
+        if name in CONVENTIONS:
+            lines += [f"Its units (2D included), each point's mass, the forces the state does not hold and their "
+                      f"readouts: [conventions]({CONVENTIONS[name]}).", ""]
         for group, title in GROUPS:
             quantities = getattr(system, group, ())
             if quantities:

@@ -51,6 +51,7 @@ from tisim.physics.contact import (
     touching,
 )
 from tisim.physics.integrators import semi_implicit_euler
+from tisim.systems.mass_spring import readouts
 from tisim.systems.mass_spring.robots import Robot, grid
 
 # the structural sizes MassSpring computes from its robot and obstacles, with where each comes from
@@ -68,7 +69,14 @@ class MassSpring(System):
 
     spheres: [(centre, radius), ...] and boxes: [(centre, half extents), ...], static obstacles of the robot's
     dimension (their number is structure; their centres and sizes are the parameters sphere_center, sphere_radius,
-    box_center and box_half)."""
+    box_center and box_half).
+
+    Conventions (docs/concepts/conventions.md): every particle has the mass m (point_masses()). A spring's tension
+    k (r - L) + damping (v_j - v_i) . n, L = rest (1 + a), pulls its ends together when positive; the force on its
+    first end i is tension n, n the unit vector from i to j (spring_forces(traj)). A pinned particle is held at rest
+    by whatever force that takes, R = -m v / dt - f with f its springs', weight, contact and drag forces
+    (pin_reactions(traj); particle_forces(traj) gives f for every particle). Contact with softness s: act(d) = d and
+    gate(d) = 1 while d > 0 at s = 0; act(d) = s ln(1 + e^(d / s)) and gate(d) = 1 / (1 + e^(-d / s)) for s > 0."""
 
     PARAMS = (
         Quantity("g", 9.8, "m/s^2", "gravitational acceleration", bounds="[0, inf)"),
@@ -325,6 +333,26 @@ class MassSpring(System):
         for k, name in ti.static(enumerate(("kc", "kd", "softness", "mu", "eps"))):
             bar.add_param(name, 0, law_bar[k])
         return p_bar, v_bar
+
+    # ---- readouts: forces the state does not hold, by the system's own laws (tisim/systems/mass_spring/readouts.py) --
+    def point_masses(self):
+        """Each particle's mass, shape (B, n_particles), kg; see tisim.systems.mass_spring.readouts.point_masses."""
+        return readouts.point_masses(self)
+
+    def spring_forces(self, traj, steps=None):
+        """The tension in each spring at each row of traj, (B, rows, n_springs), N, positive when it pulls its ends
+        together; see tisim.systems.mass_spring.readouts.spring_forces."""
+        return readouts.spring_forces(self, traj, steps)
+
+    def particle_forces(self, traj, steps=None):
+        """The force on each particle at each row of traj (springs, weight, contact, drag), (B, rows, n_particles,
+        dim), N; see tisim.systems.mass_spring.readouts.particle_forces."""
+        return readouts.particle_forces(self, traj, steps)
+
+    def pin_reactions(self, traj, steps=None):
+        """The force each pin exerts on its particle at each row of traj, (B, rows, n_pinned, dim), N, in the order
+        of robot.pinned; see tisim.systems.mass_spring.readouts.pin_reactions."""
+        return readouts.pin_reactions(self, traj, steps)
 
     def events(self, traj):
         """"ground contact": some particle is below the ground (y < 0)."""

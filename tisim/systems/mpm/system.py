@@ -7,8 +7,9 @@ Each step is four phases (tisim/core/phases.py), with quadratic B-spline weights
     stress (points)      F' = P((I + dt C_p) F_p), P the material's projection onto what it keeps (below);
                          A_p = m_p C_p - 4 dt V_p tau_p(F') / h^2 (tau: Kirchhoff stress)
     scatter (pairs)      m_i += w_ip m_p;  (m v)_i += w_ip (m_p v_p + A_p (x_i - x_p))
-    grid (cells)         v_i = (m v)_i / m_i + dt g, then the walls: inside the boundary band (3 cells) a wall
-                         stops the velocity into it, and acts on the tangential velocity v_t of a cell pressing into
+    grid (cells)         v_i = (m v)_i / m_i + dt g, then the walls: in the boundary band (the nodes up to 3 cells
+                         from each side, so each wall lies 3 cells in: the floor at y = 3 h) a wall stops the
+                         velocity into it, and acts on the tangential velocity v_t of a cell pressing into
                          it (normal speed v_n) by its law, the option floor for the floor and walls for the others
                          (the sides and the ceiling): "sticky" stops it, "slip" keeps it, "friction" slows it by
                          Coulomb's law, |v_t| -> max(0, |v_t| - mu |v_n|)
@@ -54,10 +55,10 @@ from tisim.core.engine import System
 from tisim.core.memory import INDEX_LIMIT
 from tisim.core.model import check_derived, check_run
 from tisim.core.quantities import Quantity, Scratch
-from tisim.systems.mpm import materials
+from tisim.systems.mpm import materials, readouts
 from tisim.systems.mpm.transfers import Transfers
 
-BAND = 3  # boundary cells on each side of the grid, where the walls act
+BAND = 3  # each wall's distance from its side of the grid, in cells: the walls act on the nodes up to it
 # the structural sizes MPM computes from its body and grid, with where each comes from
 DERIVED = {
     "dim": "2D or 3D follows from the body, points of shape (N, 2) or (N, 3): pass body=Body.box(lower, upper, "
@@ -192,7 +193,17 @@ class Body:
 
 
 class MPM(Transfers, System):
-    """A soft body of material points on an n_grid^dim grid over the unit square or cube (default: a 2D jelly block)."""
+    """A soft body of material points on an n_grid^dim grid over the unit square or cube (default: a 2D jelly block).
+
+    Conventions (docs/concepts/conventions.md): SI units, y up, the grid over the unit square (cube), h = 1 / n_grid.
+    2D is plane strain: a slice 1 m deep of a body that does not stretch along z (F_zz = 1: the 3D laws and Lame
+    parameters), so rho is per metre of depth and so are masses, forces and momenta; stresses and E are in Pa.
+    Each point's mass is m_p = rho_g V_p, its group's density times the body's volume per point (Body.volume), and
+    its current volume V_p det F_p: point_masses(), point_volumes(traj). The total angular momentum, which the
+    transfers conserve, includes the APIC part m_p h^2 / 4 (C_yx - C_xy) of each point (in 3D the axial vector of
+    C_p - C_p^T times m_p h^2 / 4): angular_momentum(traj, about). The walls act on the grid nodes up to BAND = 3
+    cells from each side (up to y = 3 h for the floor, from 1 - 3 h for the ceiling): wall_band(). A body resting
+    on the floor settles as on a rigid floor at y = 3 h (its lowest row of points 0.003 cells below it)."""
 
     PARAMS = (
         Quantity("E", 3000.0, "Pa", "Young's modulus of each material group", shape=("n_groups",), bounds="(0, inf)"),
@@ -233,6 +244,7 @@ class MPM(Transfers, System):
     OPTIONS = {"floor": ("sticky", "slip", "friction"), "walls": ("slip", "sticky", "friction"),
                "material": tuple(materials.MATERIALS)}
     DT = 2e-4
+    BAND = BAND  # the walls' band in cells, for readouts.wall_band
 
     def __init__(self, horizon, batch=1, dt=None, body=None, n_grid=32, **values):
         check_run("MPM", horizon, batch, dt)
@@ -270,14 +282,36 @@ class MPM(Transfers, System):
                     actuator_of=np.maximum(self.body.actuators, 0),  # passive points weigh actuator 0 by 0
                     actuated=(self.body.actuators >= 0).astype(float))
 
+    # ---- readouts: what the state does not hold, by the system's own conventions (tisim/systems/mpm/readouts.py) ----
+    def point_masses(self):
+        """Each point's mass rho V_p, shape (B, n_particles), kg (2D: kg per metre of depth); see
+        tisim.systems.mpm.readouts.point_masses."""
+        return readouts.point_masses(self)
+
+    def point_volumes(self, traj=None):
+        """Each point's reference volume V_p, (B, n_particles), or with traj its current volume V_p det F_p of every
+        row; see tisim.systems.mpm.readouts.point_volumes."""
+        return readouts.point_volumes(self, traj)
+
+    def angular_momentum(self, traj, about=None, affine=True):
+        """The total angular momentum about `about` (default the origin) of every row of traj, with the APIC part
+        m_p h^2 / 4 axial(C_p) (affine=False leaves it out); see tisim.systems.mpm.readouts.angular_momentum."""
+        return readouts.angular_momentum(self, traj, about, affine)
+
+    def wall_band(self):
+        """Where the walls act: {"cells", "width", "low", "high"}; see tisim.systems.mpm.readouts.wall_band."""
+        return readouts.wall_band(self)
+
     # ---- pieces shared by the phases ----------------------------------------------------------------------------
     @ti.func
     def against(self, c, vk, k: ti.template(), high: ti.template()):
         """1 where cell c lies in the boundary band of axis k's low (high) wall and the velocity component vk points
-        into that wall."""
+        into that wall. The low band holds node BAND too, the high one node n_grid - BAND: each wall's surface lies
+        BAND cells from its side, where a body resting on it settles as on a rigid wall (holding only the nodes
+        below, the floor let a resting column sink a fifth of a cell into it: docs/concepts/conventions.md)."""
         index = (c // self.n_grid ** k) % self.n_grid
         inside = ti.select(index >= self.n_grid - BAND, 1.0, 0.0) if ti.static(high) else \
-            ti.select(index < BAND, 1.0, 0.0)
+            ti.select(index <= BAND, 1.0, 0.0)
         return inside * (ti.select(vk > 0.0, 1.0, 0.0) if ti.static(high) else ti.select(vk < 0.0, 1.0, 0.0))
 
     def wall_law(self, k, high):
