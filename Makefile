@@ -15,7 +15,7 @@ WHEELS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels)
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet $(WHEELS) -e '.[test,torch,ray,docs]'
+	$(PY) -m pip install --quiet $(WHEELS) -e '.[test,torch,ray,docs,mjcf]'
 	touch $(STAMP)
 
 demo: $(STAMP)

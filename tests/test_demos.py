@@ -181,7 +181,7 @@ def test_sweep_sysid_demo_identifies_every_recording(last_bits, tmp_path):
 @pytest.mark.perturbed
 def test_mpm_sysid_recovers_the_jelly(tmp_path):
     """From noisy frames of a dropped jelly, 30 iterations fit Young's modulus within 2% and Poisson's ratio within
-    5% (measured at seeds 0 and 1: 1.7% and 1.5%, 1.7% and 1.5%), and the figures land in mpm_sysid.json beside the GIF."""
+    5% (measured at seeds 0 and 1: 1.7% and 1.5% both), and the figures land in mpm_sysid.json beside the GIF."""
     r = load_demo("mpm_sysid").main(iterations=30, out=str(tmp_path))
     assert r["relative_error"]["E"] < 0.02 and r["relative_error"]["nu"] < 0.05, r
     assert json.loads((tmp_path / "mpm_sysid.json").read_text())["fitted"] == pytest.approx(r["fitted"])

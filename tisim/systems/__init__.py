@@ -1,4 +1,5 @@
 """One module per system; each declares its parameters, state and action and writes its step once."""
+from tisim.systems.articulation.system import Articulation
 from tisim.systems.bouncing_ball import BouncingBall
 from tisim.systems.cartpole import Cartpole
 from tisim.systems.linear import Linear, ScalarLinear
@@ -11,6 +12,7 @@ from tisim.systems.sliding_block import SlidingBlock
 from tisim.systems.stiff_chain import StiffChain
 
 __all__ = [
+    "Articulation",
     "BouncingBall",
     "Cartpole",
     "DoublePendulum",

@@ -1,0 +1,215 @@
+"""Build a `Tree` in Python, without MuJoCo, with the same conventions as a compiled MJCF model.
+
+    b = Builder("pendulum", gravity=(0, 0, -9.81), timestep=0.01, integrator="euler")
+    link = b.body(parent=0, pos=(0, 0, 0), mass=1.0, ipos=(0, 0, -0.5), inertia=(0.1, 0.1, 0.01))
+    hinge = b.hinge(link, axis=(0, 1, 0), damping=0.1)
+    b.motor(hinge, gear=1.0, ctrlrange=(-2, 2))
+    tree = b.build()
+
+Bodies are numbered as they are added, from 1 (0 is the world), each after its parent; joints are numbered as they
+are added and must be added in body order (a body's joints together, bodies in order), which is how MuJoCo numbers
+them. Quaternions (w, x, y, z) and joint axes are normalized, as MuJoCo's compiler does. Every bad input is refused
+with a ValueError naming the body, joint or motor and the argument.
+"""
+import numpy as np
+
+from tisim.systems.articulation.tree import HINGE, SLIDE, Tree
+
+_INTEGRATORS = ("euler", "rk4")
+
+
+def _vector(value, size, what):
+    try:
+        v = np.array(value, dtype=float).reshape(-1)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{what} must be {size} numbers, got {value!r}") from error
+    if v.shape != (size,):
+        raise ValueError(f"{what} must be {size} numbers, got {value!r}")
+    if not np.all(np.isfinite(v)):
+        raise ValueError(f"{what} must be finite, got {value!r}")
+    return v
+
+
+def _unit(value, size, what):
+    v = _vector(value, size, what)
+    norm = np.linalg.norm(v)
+    if norm < 1e-12:
+        raise ValueError(f"{what} must not be zero, got {value!r}")
+    return v / norm
+
+
+def _number(value, what, minimum=None):
+    try:
+        x = float(value)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{what} must be a number, got {value!r}") from error
+    if not np.isfinite(x):
+        raise ValueError(f"{what} must be finite, got {value!r}")
+    if minimum is not None and x < minimum:
+        raise ValueError(f"{what} must be >= {minimum:g}, got {value!r}")
+    return x
+
+
+def _interval(value, what):
+    lo, hi = _vector(value, 2, what)
+    if not lo < hi:
+        raise ValueError(f"{what} must be (low, high) with low < high, got {value!r}")
+    return np.array([lo, hi])
+
+
+class Builder:
+    """Collects bodies, joints and motors, then `build()` returns the Tree (see the module docstring)."""
+
+    def __init__(self, name, gravity=(0.0, 0.0, -9.81), timestep=0.002, integrator="euler"):
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"Builder: name must be a nonempty string, got {name!r}")
+        self.name = name
+        self.gravity = _vector(gravity, 3, f"Builder '{name}': gravity")
+        self.timestep = _number(timestep, f"Builder '{name}': timestep")
+        if self.timestep <= 0:
+            raise ValueError(f"Builder '{name}': timestep must be > 0, got {timestep!r}")
+        if integrator not in _INTEGRATORS:
+            raise ValueError(f"Builder '{name}': integrator must be one of {_INTEGRATORS}, got {integrator!r}")
+        self.integrator = integrator
+        self._bodies = [dict(name="world", parent=-1, pos=np.zeros(3), quat=np.array([1.0, 0, 0, 0]), mass=0.0,
+                             ipos=np.zeros(3), iquat=np.array([1.0, 0, 0, 0]), inertia=np.zeros(3))]
+        self._joints = []
+        self._motors = []
+
+    def _body_label(self, b):
+        name = self._bodies[b]["name"]
+        return f"body {b} '{name}'" if name else f"body {b}"
+
+    def _joint_label(self, j):
+        name = self._joints[j]["name"]
+        return f"joint {j} '{name}'" if name else f"joint {j}"
+
+    @staticmethod
+    def _check_name(name, taken, kind):
+        if not isinstance(name, str):
+            raise ValueError(f"{kind}: name must be a string, got {name!r}")
+        if name and name in taken:
+            raise ValueError(f"{kind}: name '{name}' is already taken")
+        return name
+
+    def body(self, parent=0, pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0), mass=0.0, ipos=(0.0, 0.0, 0.0),
+             inertia=(0.0, 0.0, 0.0), iquat=(1.0, 0.0, 0.0, 0.0), name=""):
+        """Add a body and return its index: its frame at pos, quat in its parent's; its centre of mass at ipos and
+        principal axes at iquat in its own frame; mass (kg) and principal moments of inertia (kg m^2)."""
+        index = len(self._bodies)
+        name = self._check_name(name, {b["name"] for b in self._bodies}, f"body {index}")
+        label = f"body {index} '{name}'" if name else f"body {index}"
+        if isinstance(parent, bool) or not isinstance(parent, (int, np.integer)) or not 0 <= parent < index:
+            raise ValueError(f"{label}: parent must be an earlier body (0 to {index - 1}, 0 is the world), "
+                             f"got {parent!r}")
+        mass = _number(mass, f"{label}: mass", minimum=0.0)
+        inertia = _vector(inertia, 3, f"{label}: inertia")
+        if np.any(inertia < 0):
+            raise ValueError(f"{label}: inertia must be >= 0 (principal moments), got {tuple(inertia)}")
+        a, b, c = np.sort(inertia)
+        if a + b < c * (1 - 1e-9):
+            raise ValueError(f"{label}: inertia {tuple(inertia)} is not a rigid body's: each principal moment must "
+                             "be at most the sum of the other two")
+        self._bodies.append(dict(name=name, parent=int(parent), pos=_vector(pos, 3, f"{label}: pos"),
+                                 quat=_unit(quat, 4, f"{label}: quat"), mass=mass,
+                                 ipos=_vector(ipos, 3, f"{label}: ipos"), iquat=_unit(iquat, 4, f"{label}: iquat"),
+                                 inertia=inertia))
+        return index
+
+    def _joint(self, kind, body, axis, pos, damping, armature, stiffness, springref, range, name):
+        index = len(self._joints)
+        name = self._check_name(name, {j["name"] for j in self._joints}, f"joint {index}")
+        label = f"{kind} {index} '{name}'" if name else f"{kind} {index}"
+        if isinstance(body, bool) or not isinstance(body, (int, np.integer)) or not 1 <= body < len(self._bodies):
+            raise ValueError(f"{label}: body must be a body added before (1 to {len(self._bodies) - 1}; the world "
+                             f"cannot move), got {body!r}")
+        if self._joints and self._joints[-1]["body"] > body:
+            raise ValueError(f"{label}: joints must be added in body order (a body's joints together, bodies in "
+                             f"order), but {self._joint_label(index - 1)} is on a later body, "
+                             f"{self._body_label(self._joints[-1]['body'])}")
+        self._joints.append(dict(
+            name=name, type=kind, body=int(body), axis=_unit(axis, 3, f"{label}: axis"),
+            pos=_vector(pos, 3, f"{label}: pos"),
+            damping=_number(damping, f"{label}: damping", minimum=0.0),
+            armature=_number(armature, f"{label}: armature", minimum=0.0),
+            stiffness=_number(stiffness, f"{label}: stiffness", minimum=0.0),
+            springref=_number(springref, f"{label}: springref"),
+            limited=range is not None,
+            range=np.zeros(2) if range is None else _interval(range, f"{label}: range")))
+        return index
+
+    def hinge(self, body, axis=(0.0, 0.0, 1.0), pos=(0.0, 0.0, 0.0), damping=0.0, armature=0.0, stiffness=0.0,
+              springref=0.0, range=None, name=""):
+        """Add a hinge to `body` and return its joint index: a turn about axis (body frame) through pos; range in
+        rad, None for an unlimited joint."""
+        return self._joint(HINGE, body, axis, pos, damping, armature, stiffness, springref, range, name)
+
+    def slide(self, body, axis=(0.0, 0.0, 1.0), pos=(0.0, 0.0, 0.0), damping=0.0, armature=0.0, stiffness=0.0,
+              springref=0.0, range=None, name=""):
+        """Add a slide to `body` and return its joint index: a shift along axis (body frame); range in m."""
+        return self._joint(SLIDE, body, axis, pos, damping, armature, stiffness, springref, range, name)
+
+    def motor(self, joint, gear=1.0, ctrlrange=None, name=""):
+        """Add a motor on `joint` and return its actuator index: force or torque gear x action, the action clamped
+        to ctrlrange first (None: not clamped)."""
+        index = len(self._motors)
+        name = self._check_name(name, {a["name"] for a in self._motors}, f"motor {index}")
+        label = f"motor {index} '{name}'" if name else f"motor {index}"
+        if isinstance(joint, bool) or not isinstance(joint, (int, np.integer)) or not 0 <= joint < len(self._joints):
+            raise ValueError(f"{label}: joint must be a joint added before (0 to {len(self._joints) - 1}), "
+                             f"got {joint!r}")
+        self._motors.append(dict(name=name, joint=int(joint), gear=_number(gear, f"{label}: gear"),
+                                 ctrllimited=ctrlrange is not None,
+                                 ctrlrange=np.zeros(2) if ctrlrange is None else _interval(ctrlrange,
+                                                                                           f"{label}: ctrlrange")))
+        return index
+
+    def build(self):
+        """The Tree. Refuses a joint that nothing it moves gives inertia to (a singular mass matrix)."""
+        nbody = len(self._bodies)
+        parent = np.array([b["parent"] for b in self._bodies], dtype=int)
+        # Whether each body's subtree holds any mass or inertia.
+        heavy = np.array([b["mass"] > 0 or np.any(b["inertia"] > 0) for b in self._bodies])
+        for b in range(nbody - 1, 0, -1):
+            heavy[parent[b]] |= heavy[b]
+        for j, joint in enumerate(self._joints):
+            if not heavy[joint["body"]] and joint["armature"] == 0:
+                raise ValueError(f"Builder '{self.name}': {self._joint_label(j)} moves only massless bodies "
+                                 f"({self._body_label(joint['body'])} and its descendants) and has no armature: "
+                                 "its mass matrix would be singular; give a body mass or the joint armature")
+
+        def rows(items, key, shape, dtype=float):
+            return np.array([i[key] for i in items], dtype=dtype).reshape(shape)
+
+        nj, na = len(self._joints), len(self._motors)
+        return Tree(
+            name=self.name,
+            parent=parent,
+            pos=rows(self._bodies, "pos", (nbody, 3)),
+            quat=rows(self._bodies, "quat", (nbody, 4)),
+            mass=rows(self._bodies, "mass", (nbody,)),
+            ipos=rows(self._bodies, "ipos", (nbody, 3)),
+            iquat=rows(self._bodies, "iquat", (nbody, 4)),
+            inertia=rows(self._bodies, "inertia", (nbody, 3)),
+            joint_type=tuple(j["type"] for j in self._joints),
+            joint_body=rows(self._joints, "body", (nj,), int),
+            joint_axis=rows(self._joints, "axis", (nj, 3)),
+            joint_pos=rows(self._joints, "pos", (nj, 3)),
+            limited=rows(self._joints, "limited", (nj,), bool),
+            joint_range=rows(self._joints, "range", (nj, 2)),
+            stiffness=rows(self._joints, "stiffness", (nj,)),
+            springref=rows(self._joints, "springref", (nj,)),
+            damping=rows(self._joints, "damping", (nj,)),
+            armature=rows(self._joints, "armature", (nj,)),
+            actuator_joint=rows(self._motors, "joint", (na,), int),
+            gear=rows(self._motors, "gear", (na,)),
+            ctrllimited=rows(self._motors, "ctrllimited", (na,), bool),
+            ctrlrange=rows(self._motors, "ctrlrange", (na, 2)),
+            gravity=self.gravity.copy(),
+            timestep=self.timestep,
+            integrator=self.integrator,
+            source=f"<Builder '{self.name}'>",
+            body_names=tuple(b["name"] for b in self._bodies),
+            joint_names=tuple(j["name"] for j in self._joints),
+            actuator_names=tuple(a["name"] for a in self._motors),
+        )

@@ -1,0 +1,173 @@
+"""Articulation: a kinematic tree of 3D rigid bodies with hinge and slide joints, stepped as MuJoCo steps it.
+
+The tree (tisim/systems/articulation/tree.py) comes from an MJCF file through MuJoCo's own compiler (mjcf.py), or
+from the Python builder (builder.py). Its state is the joint coordinates q and velocities qd; its action drives the
+motors. Each step computes the mass matrix by the composite-rigid-body algorithm and the bias forces by recursive
+Newton-Euler (dynamics.py, unrolled over the tree at compile time), solves for the joint accelerations and
+integrates with the tree's integrator: MuJoCo's semi-implicit Euler, whose damping is implicit, or RK4. Without
+contacts and joint limits, a rollout is MuJoCo's mj_step to rounding (tests/test_articulation.py). Contacts, joint
+limits, ball and free joints are not simulated yet: a model that has them is refused unless told to drop contacts
+and limits knowingly (load_mjcf's ignore=).
+
+The masses, inertias, centres of mass, body offsets, joint anchors, springs, damping, armature, motor gears and
+gravity are parameters, so every one has a gradient; the orientations of bodies and joint axes are structure.
+"""
+import os
+
+import numpy as np
+import taichi as ti
+
+from tisim.core.engine import System
+from tisim.core.model import check_derived, check_run
+from tisim.core.quantities import Quantity
+from tisim.systems.articulation import dynamics
+from tisim.systems.articulation.tree import HINGE, SLIDE, Tree
+
+DERIVED = {name: "it follows from the tree (tree=)" for name in ("n_bodies", "n_joints", "n_actuators")}
+
+
+@ti.func
+def let(value):
+    """value bound to a variable of its own (a function's result is)."""
+    return value
+
+
+@ti.func
+def component(vector, k: ti.template()):
+    """Entry k of a Taichi vector (the subscript has to be compiled inside a Taichi function)."""
+    return vector[k]
+
+
+def bind(value):
+    return value if isinstance(value, (int, float)) else let(value)
+
+
+TAICHI = dynamics.Ops(ti.sin, ti.cos, bind, lambda x, low, high: ti.min(ti.max(x, low), high))
+
+
+def double_pendulum():
+    """The default tree: two 1 kg rods of 0.5 m hanging from hinges about y, one motor at each hinge, MuJoCo's Euler."""
+    rod = np.array([0.25 / 12, 0.25 / 12, 1e-3])  # m L^2 / 12 about the rod's centre, across it
+    return Tree(
+        name="double_pendulum", parent=np.array([-1, 0, 1]), pos=np.array([[0, 0, 0], [0, 0, 1.0], [0, 0, -0.5]]),
+        quat=np.tile([1.0, 0, 0, 0], (3, 1)), mass=np.array([0.0, 1.0, 1.0]),
+        ipos=np.array([[0, 0, 0], [0, 0, -0.25], [0, 0, -0.25]]), iquat=np.tile([1.0, 0, 0, 0], (3, 1)),
+        inertia=np.array([[0, 0, 0], rod, rod]), joint_type=(HINGE, HINGE), joint_body=np.array([1, 2]),
+        joint_axis=np.array([[0, 1.0, 0], [0, 1.0, 0]]), joint_pos=np.zeros((2, 3)), limited=np.zeros(2, bool),
+        joint_range=np.zeros((2, 2)), stiffness=np.zeros(2), springref=np.zeros(2), damping=np.array([0.05, 0.05]),
+        armature=np.zeros(2), actuator_joint=np.array([0, 1]), gear=np.array([1.0, 1.0]),
+        ctrllimited=np.zeros(2, bool), ctrlrange=np.zeros((2, 2)), gravity=np.array([0, 0, -9.81]), timestep=0.01,
+        integrator="euler")
+
+
+class Articulation(System):
+    """A tree of 3D rigid bodies with hinge and slide joints and motors (constructor keyword tree: a Tree, or an
+    MJCF file path; ignore= is passed to load_mjcf). The default is a double pendulum."""
+
+    PARAMS = (
+        Quantity("body_mass", 1.0, "kg", "mass of each body", shape=("n_bodies",), bounds="[0, inf)"),
+        Quantity("body_com", 0.0, "m", "centre of mass of each body, in its own frame", shape=("n_bodies", 3)),
+        Quantity("body_inertia", 0.0, "kg m^2", "principal moments of inertia of each body about its centre of mass",
+                 shape=("n_bodies", 3), bounds="[0, inf)"),
+        Quantity("body_offset", 0.0, "m", "origin of each body's frame in its parent's frame",
+                 shape=("n_bodies", 3)),
+        Quantity("joint_anchor", 0.0, "m", "point on each joint's axis, in its body's frame", shape=("n_joints", 3)),
+        Quantity("joint_stiffness", 0.0, "N m/rad or N/m", "spring on each joint toward its joint_springref",
+                 shape=("n_joints",), bounds="[0, inf)"),
+        Quantity("joint_springref", 0.0, "rad or m", "where each joint's spring is at rest", shape=("n_joints",)),
+        Quantity("joint_damping", 0.0, "N m s/rad or N s/m", "viscous damping of each joint", shape=("n_joints",),
+                 bounds="[0, inf)"),
+        Quantity("joint_armature", 0.0, "kg m^2 or kg", "inertia added to each joint (a rotor's, reflected)",
+                 shape=("n_joints",), bounds="[0, inf)"),
+        Quantity("gear", 1.0, "N m or N", "force of each motor per unit of its action", shape=("n_actuators",)),
+        Quantity("gravity", 0.0, "m/s^2", "gravitational acceleration vector (z up: (0, 0, -9.81))", shape=(3,)),
+    )
+    STATE = (
+        Quantity("q", 0.0, "rad or m", "each joint's coordinate from the reference pose", shape=("n_joints",)),
+        Quantity("qd", 0.0, "rad/s or m/s", "each joint's velocity", shape=("n_joints",)),
+    )
+    ACTION = (Quantity("ctrl", 0.0, "-", "each motor's action (its force is gear x ctrl, ctrl clamped to its range)",
+                       shape=("n_actuators",)),)
+    STRUCTURE = ("n_bodies", "n_joints", "n_actuators")
+
+    def __init__(self, horizon, batch=1, dt=None, tree=None, ignore=(), **values):
+        check_run("Articulation", horizon, batch, dt)
+        check_derived("Articulation", values, DERIVED)
+        if tree is None:
+            tree = double_pendulum()
+        elif isinstance(tree, (str, os.PathLike)):
+            from tisim.systems.articulation.mjcf import load_mjcf
+            tree = load_mjcf(tree, ignore=ignore)
+        elif not isinstance(tree, Tree):
+            raise TypeError(f"Articulation: tree must be a Tree or an MJCF file path, got {type(tree).__name__}")
+        if len(tree.actuator_joint) == 0:
+            raise ValueError(f"Articulation: the tree {tree.name!r} ({tree.source}) has no actuator; give it one (a "
+                             "motor of gear 0 leaves it passive)")
+        self.tree = tree
+        self.DT = tree.timestep
+        super().__init__(horizon, batch, dt, n_bodies=len(tree.parent) - 1, n_joints=len(tree.joint_type),
+                         n_actuators=len(tree.actuator_joint), **values)
+        defaults = dict(body_mass=tree.mass[1:], body_com=tree.ipos[1:], body_inertia=tree.inertia[1:],
+                        body_offset=tree.pos[1:], joint_anchor=tree.joint_pos, joint_stiffness=tree.stiffness,
+                        joint_springref=tree.springref, joint_damping=tree.damping, joint_armature=tree.armature,
+                        gear=tree.gear, gravity=tree.gravity)
+        self.set_params(**{name: value for name, value in defaults.items() if name not in values})
+
+    def topology(self):
+        return dict(structure=dynamics.structure_of(self.tree))
+
+    def parameters(self, s):
+        """The tree's parameters as dynamics.Params of Taichi expressions (at compile time: bodies and joints are
+        unrolled), read through the step context s; index 0 of the body tables is the world, never read."""
+        def vector(name, i):
+            value = s.param(name, i)
+            return tuple(component(value, k) for k in range(3))
+        nb, nj = self.n_bodies, self.n_joints
+        zero = (0.0, 0.0, 0.0)
+        return dynamics.Params(
+            mass=[0.0] + [s.param("body_mass", b) for b in range(nb)],
+            com=[zero] + [vector("body_com", b) for b in range(nb)],
+            inertia=[zero] + [vector("body_inertia", b) for b in range(nb)],
+            offset=[zero] + [vector("body_offset", b) for b in range(nb)],
+            anchor=[vector("joint_anchor", j) for j in range(nj)],
+            stiffness=[s.param("joint_stiffness", j) for j in range(nj)],
+            springref=[s.param("joint_springref", j) for j in range(nj)],
+            damping=[s.param("joint_damping", j) for j in range(nj)],
+            armature=[s.param("joint_armature", j) for j in range(nj)],
+            gear=[s.param("gear", k) for k in range(self.n_actuators)],
+            gravity=vector("gravity", 0))
+
+    def advance_tree(self, s):
+        """The step, built at compile time from the tree's structure (called in step through ti.static)."""
+        nj = self.n_joints
+        q = [bind(s.state("q", j)) for j in range(nj)]
+        qd = [bind(s.state("qd", j)) for j in range(nj)]
+        ctrl = [bind(s.action("ctrl", k)) for k in range(self.n_actuators)]
+        q_next, qd_next = dynamics.step(self.structure, self.parameters(s), q, qd, ctrl, s.dt, TAICHI)
+        for j in range(nj):
+            s.advance("q", j, q_next[j])
+            s.advance("qd", j, qd_next[j])
+        return None
+
+    def tree_rates(self, s):
+        """The ODE behind the step, (q', qd') = (qd, qdd) with damping explicit (for the continuous adjoint)."""
+        nj = self.n_joints
+        q = [bind(s.state("q", j)) for j in range(nj)]
+        qd = [bind(s.state("qd", j)) for j in range(nj)]
+        ctrl = [bind(s.action("ctrl", k)) for k in range(self.n_actuators)]
+        qdd = dynamics.acceleration(self.structure, self.parameters(s), q, qd, ctrl, TAICHI)
+        for j in range(nj):
+            s.add_rate("q", j, qd[j])
+            s.add_rate("qd", j, qdd[j])
+        return None
+
+    @ti.func
+    def step(self, s: ti.template()):
+        ti.static(self.advance_tree(s))
+
+    @ti.func
+    def rates(self, s: ti.template()):
+        ti.static(self.tree_rates(s))
+
+
+__all__ = ["Articulation", "double_pendulum", "SLIDE"]
