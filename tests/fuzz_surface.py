@@ -56,6 +56,9 @@ OWN = dict(
     spheres=st.lists(st.lists(wild_float, max_size=3), max_size=2) | hostile,
     boxes=st.lists(st.lists(wild_float, max_size=3), max_size=2) | hostile,
     sweeps=sizes, n_discs=sizes, n_boxes=sizes, hidden=sizes, seed=sizes,
+    # MJCF: no file, a file that is not one, XML that MuJoCo refuses, and things that are no tree
+    tree=st.sampled_from(["", "/no/such/robot.xml", "assets", "<mujoco><worldbody/></mujoco>", "<mujoco>"]) | hostile,
+    ignore=st.sampled_from([(), ("contacts",), ("limits", "ref"), ("nothing",), "contacts"]) | hostile,
 )
 
 

@@ -140,4 +140,14 @@ def test_bad_trees_are_refused_by_name():
         Articulation(horizon=2, tree=3)
     with pytest.raises(ValueError, match="n_joints is not a keyword"):
         Articulation(horizon=2, n_joints=3)
+    with pytest.raises(FileNotFoundError, match="Articulation: tree='/no/such.xml'"):
+        Articulation(horizon=2, tree="/no/such.xml")
+    with pytest.raises(ValueError, match="Articulation: tree='<mujoco>'.*MuJoCo could not compile it"):
+        Articulation(horizon=2, tree="<mujoco>")
+    with pytest.raises(TypeError, match="Articulation: ignore must be a tuple of names among"):
+        Articulation(horizon=2, tree=os.path.join(ASSETS, "reacher.xml"), ignore="contacts")
+    with pytest.raises(ValueError, match="ignore=.*'nothing' is not something load_mjcf can ignore"):
+        Articulation(horizon=2, tree=os.path.join(ASSETS, "reacher.xml"), ignore=("nothing",))
+    with pytest.raises(ValueError, match=r"Articulation: ignore=\('contacts',\) applies to an MJCF file"):
+        Articulation(horizon=2, ignore=("contacts",))
     assert Articulation(horizon=2).tree.name == double_pendulum().name

@@ -21,6 +21,7 @@ from tisim.core.engine import System
 from tisim.core.model import check_derived, check_run
 from tisim.core.quantities import Quantity
 from tisim.systems.articulation import dynamics
+from tisim.systems.articulation.mjcf import IGNORABLE, load_mjcf
 from tisim.systems.articulation.tree import HINGE, SLIDE, Tree
 
 DERIVED = {name: "it follows from the tree (tree=)" for name in ("n_bodies", "n_joints", "n_actuators")}
@@ -93,11 +94,17 @@ class Articulation(System):
     def __init__(self, horizon, batch=1, dt=None, tree=None, ignore=(), **values):
         check_run("Articulation", horizon, batch, dt)
         check_derived("Articulation", values, DERIVED)
+        if not isinstance(ignore, (tuple, list)) or not all(isinstance(item, str) for item in ignore):
+            raise TypeError(f"Articulation: ignore must be a tuple of names among {IGNORABLE}, got {ignore!r}")
+        if ignore and not isinstance(tree, (str, os.PathLike)):
+            raise ValueError(f"Articulation: ignore={tuple(ignore)!r} applies to an MJCF file (tree=path) only")
         if tree is None:
             tree = double_pendulum()
         elif isinstance(tree, (str, os.PathLike)):
-            from tisim.systems.articulation.mjcf import load_mjcf
-            tree = load_mjcf(tree, ignore=ignore)
+            try:
+                tree = load_mjcf(tree, ignore=tuple(ignore))
+            except (ValueError, FileNotFoundError) as error:
+                raise type(error)(f"Articulation: tree={os.fspath(tree)[:80]!r}: {error}") from None
         elif not isinstance(tree, Tree):
             raise TypeError(f"Articulation: tree must be a Tree or an MJCF file path, got {type(tree).__name__}")
         if len(tree.actuator_joint) == 0:
