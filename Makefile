@@ -22,24 +22,11 @@ demo: $(STAMP)
 	mkdir -p out
 	$(PY) demos/cartpole_opt.py
 
-# the gradient tests of the phased systems and of Rigid2D's contacts once more on two threads, the parallel kernels
-# users get by default: their loops add into shared entries from many items (tests/test_threads.py compares one and two threads directly,
-# for every mechanism; the small systems' tests would run serialized again, at their batch sizes; the tests of
-# optimization outcomes, marked perturbed, ran three times already); and Rigid2D's implicit contact gradients, whose
-# first backward pass once went wrong on several threads only
-GRADIENT_TESTS := $(addprefix tests/test_mass_spring.py::test_,every_schedule_gives_the_same_gradients \
-	gradients_through_ground_contact) \
-	$(addprefix tests/test_mass_spring_3d.py::test_,gradients_in_3d_with_smooth_contact \
-	the_hand_written_reverses_are_taichis_reverse_mode) \
-	$(addprefix tests/test_rigid2d.py::test_,gradcheck_through_disc_collision gradcheck_every_contact_kind) \
-	tests/test_complementarity.py::test_implicit_gradients_are_the_converged_solutions_and_need_no_converged_sweeps \
-	tests/test_complementarity.py::test_stack_gradients_match_central_differences_and_every_schedule
-
 # two worker processes (pytest-xdist), a file to each at a time: module fixtures and the Ray cluster stay in one
-# process; every worker still runs Taichi on one thread, bitwise reproducible
+# process; every worker runs Taichi on one thread, bitwise reproducible, and tests/test_threads.py compares the
+# parallel kernels users get by default (two threads) with one thread on every kind of step
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadfile -m "not stress"
-	TISIM_TEST_THREADS=2 $(PY) -m pytest -q -m "not perturbed and not stress" $(GRADIENT_TESTS)
 
 # the long runs of the hostile-input fuzzing (hypothesis) and of the bound-launch soak (1,500 simulator pairs made,
 # used and dropped in random order), which make test runs at a small size, and the tests marked stress: second

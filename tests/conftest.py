@@ -18,8 +18,8 @@ import tisim.core.phases  # noqa: E402
 import tisim.diagnostics  # noqa: E402
 
 # TISIM_TEST_ARCH=cuda runs the suite on a GPU (benchmarks/gpu_check.sh); CI and `make test` use the CPU.
-# TISIM_TEST_THREADS=2 runs it on two threads, the parallel kernels users get by default (make test runs the engine,
-# gradient and mechanism tests that way too); otherwise one thread, bitwise reproducible.
+# TISIM_TEST_THREADS=2 runs it on two threads, the parallel kernels users get by default (tests/test_threads.py
+# compares them with one thread in make test); otherwise one thread, bitwise reproducible.
 THREADS = int(os.environ.get("TISIM_TEST_THREADS", "1"))
 TEST_SETTINGS = dict(arch=os.environ.get("TISIM_TEST_ARCH", "cpu"), precision="f64", deterministic=THREADS == 1,
                      threads=None if THREADS == 1 else THREADS)
