@@ -1,4 +1,5 @@
-"""Read a `Tree` from an MJCF model, compiled by MuJoCo's own compiler (``pip install mujoco``, or ``tisim[mjcf]``).
+"""Read a `Tree` from an MJCF model (or URDF, which MuJoCo imports), compiled by MuJoCo's own compiler
+(``pip install mujoco``, or ``tisim[mjcf]``).
 
 MuJoCo resolves defaults, units, inertia from geoms, `fromto` and the rest; this module only reads the compiled
 model's arrays. Everything an Articulation will not simulate is refused, by name, before a Tree is returned, so a

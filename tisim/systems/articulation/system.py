@@ -87,8 +87,8 @@ class Articulation(System):
         Quantity("q", 0.0, "rad or m", "each joint's coordinate from the reference pose", shape=("n_joints",)),
         Quantity("qd", 0.0, "rad/s or m/s", "each joint's velocity", shape=("n_joints",)),
     )
-    ACTION = (Quantity("ctrl", 0.0, "-", "each motor's action (its force is gear x ctrl, ctrl clamped to its range)",
-                       shape=("n_actuators",)),)
+    ACTION = (Quantity("ctrl", 0.0, "-", "each motor's action (its force is gear x ctrl, ctrl clamped to its range; "
+                       "a tree without motors has one that drives nothing)", shape=("n_actuators",)),)
     STRUCTURE = ("n_bodies", "n_joints", "n_actuators")
 
     def __init__(self, horizon, batch=1, dt=None, tree=None, ignore=(), **values):
@@ -107,17 +107,17 @@ class Articulation(System):
                 raise type(error)(f"Articulation: tree={os.fspath(tree)[:80]!r}: {error}") from None
         elif not isinstance(tree, Tree):
             raise TypeError(f"Articulation: tree must be a Tree or an MJCF file path, got {type(tree).__name__}")
-        if len(tree.actuator_joint) == 0:
-            raise ValueError(f"Articulation: the tree {tree.name!r} ({tree.source}) has no actuator; give it one (a "
-                             "motor of gear 0 leaves it passive)")
         self.tree = tree
         self.DT = tree.timestep
+        if len(tree.joint_type) == 0:
+            raise ValueError(f"Articulation: the tree {tree.name!r} ({tree.source}) has no joint: nothing moves")
+        # a tree without motors (a URDF file has none) gets one action that drives nothing, as the action needs an entry
         super().__init__(horizon, batch, dt, n_bodies=len(tree.parent) - 1, n_joints=len(tree.joint_type),
-                         n_actuators=len(tree.actuator_joint), **values)
+                         n_actuators=max(len(tree.actuator_joint), 1), **values)
         defaults = dict(body_mass=tree.mass[1:], body_com=tree.ipos[1:], body_inertia=tree.inertia[1:],
                         body_offset=tree.pos[1:], joint_anchor=tree.joint_pos, joint_stiffness=tree.stiffness,
                         joint_springref=tree.springref, joint_damping=tree.damping, joint_armature=tree.armature,
-                        gear=tree.gear, gravity=tree.gravity)
+                        gear=tree.gear if len(tree.gear) else [0.0], gravity=tree.gravity)
         self.set_params(**{name: value for name, value in defaults.items() if name not in values})
 
     def topology(self):
