@@ -128,7 +128,7 @@ def test_imports_point_one_way():
 
 
 # tisim's layers, lowest first: a module may import from its own layer and the layers before it, never after
-LAYERS = ("core", "autodiff", "physics", "learn", "systems", "optim", "viz")
+LAYERS = ("core", "autodiff", "physics", "learn", "systems", "optim", "viz", "envs")
 
 
 def layer_of(module):
@@ -144,7 +144,7 @@ def upward_imports(graph):
 
 def test_imports_point_down_the_layers():
     """Every module of a layer folder imports only from its own layer and the ones below (core < autodiff < physics
-    < learn < systems < optim < viz), and never through tisim's flat names (tisim.tasks, tisim.plots, ...)."""
+    < learn < systems < optim < viz < envs), and never through tisim's flat names (tisim.tasks, tisim.plots, ...)."""
     import tisim
 
     graph = tisim_imports()

@@ -10,6 +10,7 @@ The package is in layers, each a folder that imports only from the folders befor
     systems   one module (or folder) per system
     optim     optimizers, the loops built on them (tasks), resume snapshots, sweeps
     viz       drawings, GIFs, 3D scenes, windows, plots
+    envs      Gymnasium environments over the systems (import tisim.envs; needs gymnasium)
 
 The names users reach for are flat: tisim.losses, tisim.optim, tisim.tasks, tisim.plots, ... (FLAT_NAMES below).
 """

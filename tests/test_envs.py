@@ -1,0 +1,178 @@
+"""tisim.envs: Gymnasium environments over tisim simulators, single and batched."""
+import warnings
+
+import numpy as np
+import pytest
+
+gymnasium = pytest.importorskip("gymnasium")
+
+from gymnasium.utils.env_checker import check_env  # noqa: E402
+from gymnasium.vector import AutoresetMode  # noqa: E402
+
+from tisim.envs import CartpoleSwingUp, PendulumSwingUp, SimulatedVectorEnv  # noqa: E402
+
+TASKS = [CartpoleSwingUp, PendulumSwingUp]
+IDS = {CartpoleSwingUp: "tisim/CartpoleSwingUp-v0", PendulumSwingUp: "tisim/PendulumSwingUp-v0"}
+
+
+def wrapped(angle):
+    return (angle + np.pi) % (2 * np.pi) - np.pi
+
+
+def expected_reward(task, before, after, action):
+    """The documented rewards, recomputed from the observations around a step and the action."""
+    if task is CartpoleSwingUp:
+        x, x_dot, sin, cos, theta_dot = after
+        return -(wrapped(np.arctan2(sin, cos)) ** 2 + 0.1 * theta_dot ** 2 + 0.05 * x ** 2 + 0.1 * x_dot ** 2)
+    cos, sin, theta_dot = before  # Pendulum-v1's cost: the state before the step; upright is theta = pi
+    tau = np.clip(action[0], -2.0, 2.0)
+    return -(wrapped(np.arctan2(sin, cos) - np.pi) ** 2 + 0.1 * theta_dot ** 2 + 0.001 * tau ** 2)
+
+
+def actions(task, steps, n=None, seed=0):
+    """Random actions beyond the action space's bounds too (clipped by the environment)."""
+    high = task(episode_steps=1).action_space.high[0]
+    return np.random.default_rng(seed).uniform(-1.5 * high, 1.5 * high, size=(steps, 1) if n is None else (steps, n, 1))
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_gymnasium_env_checker_passes(task):
+    """Gymnasium's own checks: spaces, reset/step/render signatures, seeding determinism, an (H, W, 3) uint8 picture."""
+    env = gymnasium.make(IDS[task], render_mode="rgb_array")
+    assert isinstance(env.unwrapped, task)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # unbounded velocities in the observation space
+        check_env(env.unwrapped, skip_render_check=False)
+    env.reset(seed=3)
+    picture = env.render()
+    assert picture.shape == (240, 320, 3) and picture.dtype == np.uint8 and len(np.unique(picture.reshape(-1, 3),
+                                                                                          axis=0)) > 2
+    assert gymnasium.make("tisim.envs:" + IDS[task]).unwrapped.episode_steps == task.EPISODE_STEPS
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_rewards_follow_the_formula_and_episodes_truncate(task):
+    """The reward is the documented formula of the observations; episodes end by truncation at their length only;
+    the observations come from the simulator's own rollout with a constant action over the substeps."""
+    env = task()
+    obs, info = env.reset(seed=7)
+    assert env.observation_space.contains(obs) and info == {}
+    if task is CartpoleSwingUp:
+        assert abs(wrapped(np.arctan2(obs[2], obs[3]) - np.pi)) <= 0.1  # hanging, a little noise
+    steps = task.EPISODE_STEPS
+    for t, action in enumerate(actions(task, steps)):
+        before_state = env.state
+        new, reward, terminated, truncated, _ = env.step(action)
+        assert reward == pytest.approx(expected_reward(task, obs, new, action), rel=1e-12, abs=1e-12)
+        assert not terminated and truncated == (t == steps - 1)
+        obs = new
+    # the last step again, through a fresh simulator run for SUBSTEPS steps of DT / SUBSTEPS
+    sim = task.SYSTEM(horizon=task.SUBSTEPS, dt=task.DT / task.SUBSTEPS)
+    sim.set_initial_state(**before_state)
+    force = np.clip(action[0], env.action_space.low[0], env.action_space.high[0])
+    sim.set_actions(np.full(task.SUBSTEPS, force * getattr(env, "max_force", 1.0)))
+    final = {k: v[0, -1] for k, v in sim.rollout().items()}
+    assert final == pytest.approx(env.state, rel=1e-12, abs=1e-12)
+    short = task(episode_steps=3)
+    short.reset(seed=0)
+    assert [short.step(short.action_space.sample())[3] for _ in range(3)] == [False, False, True]
+
+
+def test_the_conventions_of_the_systems():
+    """Upright scores best: the cart-pole's theta = 0, the pendulum's theta = pi (from the downward vertical)."""
+    cart = CartpoleSwingUp()
+    up, down = ({"x": [0.0], "x_dot": [0.0], "theta": [a], "theta_dot": [0.0]} for a in (0.0, np.pi))
+    up, down = ({k: np.array(v) for k, v in s.items()} for s in (up, down))
+    zero = np.zeros((1, 1))
+    assert cart.reward(None, up, zero)[0] == 0.0 and cart.reward(None, down, zero)[0] == pytest.approx(-np.pi ** 2)
+    pendulum = PendulumSwingUp()
+    up, down = ({"theta": np.array([a]), "theta_dot": np.zeros(1)} for a in (np.pi, 0.0))
+    assert pendulum.reward(up, None, zero)[0] == 0.0
+    assert pendulum.reward(down, None, zero)[0] == pytest.approx(-np.pi ** 2)
+    pendulum.reset(seed=0)
+    pendulum._state = {k: np.array(v) for k, v in up.items()}  # balanced upright with no torque: it stays there
+    obs = pendulum.step([0.0])[0]
+    assert obs[0] == pytest.approx(-1.0) and abs(obs[2]) < 1e-9
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_the_vector_env_is_the_single_envs_stepped_together(task):
+    """One batched simulator equals n single environments seeded s + i, stepped with the same actions, states and
+    rewards to 1e-12, through an autoreset in next-step mode."""
+    n, steps, seed = 3, 8, 11
+    vector = SimulatedVectorEnv(task, n, episode_steps=5)
+    singles = [task(episode_steps=5) for _ in range(n)]
+    assert vector.metadata["autoreset_mode"] == AutoresetMode.NEXT_STEP
+    assert vector.single_observation_space == singles[0].observation_space
+    assert vector.observation_space.shape == (n,) + singles[0].observation_space.shape
+    assert vector.action_space.shape == (n, 1)
+    obs, _ = vector.reset(seed=seed)
+    single_obs = [env.reset(seed=seed + i)[0] for i, env in enumerate(singles)]
+    np.testing.assert_array_equal(obs, np.stack(single_obs))
+    done = [False] * n
+    for t, batch in enumerate(actions(task, steps, n)):
+        obs, rewards, terminated, truncated, _ = vector.step(batch)
+        assert obs.shape == vector.observation_space.shape and vector.observation_space.contains(obs)
+        for i, env in enumerate(singles):
+            if done[i]:  # next-step autoreset: this step resets the environment instead
+                expected, reward, trunc = env.reset()[0], 0.0, False
+            else:
+                expected, reward, _, trunc, _ = env.step(batch[i])
+            np.testing.assert_allclose(obs[i], expected, rtol=1e-12, atol=1e-12)
+            assert rewards[i] == pytest.approx(reward, rel=1e-12, abs=1e-12)
+            assert truncated[i] == trunc and not terminated[i]
+            assert vector.state["theta"][i] == pytest.approx(env.state["theta"], rel=1e-12, abs=1e-12)
+            done[i] = trunc
+        assert truncated.tolist() == [t == 4] * n
+        # the step after the truncation returned the reset observations and reward 0, a reset state
+        assert (rewards.tolist() == [0.0] * n) == (t == 5)
+    make_vec = gymnasium.make_vec(IDS[task], num_envs=2)
+    assert isinstance(make_vec, SimulatedVectorEnv) and make_vec.num_envs == 2
+
+
+def test_reset_mask_resets_only_the_chosen_environments():
+    vector = SimulatedVectorEnv(CartpoleSwingUp, 3)
+    vector.reset(seed=0)
+    vector.step(np.ones((3, 1)))
+    moved = vector.state
+    obs, _ = vector.reset(seed=[None, 5, None], options={"reset_mask": np.array([False, True, False])})
+    np.testing.assert_array_equal(obs[1], CartpoleSwingUp().reset(seed=5)[0])
+    assert vector.state["x"][[0, 2]].tolist() == moved["x"][[0, 2]].tolist()
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_a_seed_reproduces_an_episode(task):
+    def run(seed):
+        env = task(episode_steps=10)
+        first = env.reset(seed=seed)[0]
+        env.action_space.seed(seed)
+        return np.concatenate([first] + [env.step(env.action_space.sample())[0] for _ in range(10)])
+
+    np.testing.assert_array_equal(run(4), run(4))
+    assert not np.array_equal(run(4), run(5))
+
+
+def test_bad_arguments_are_refused_by_name():
+    for make, words in [(lambda: CartpoleSwingUp(max_force=0.0), "max_force"),
+                        (lambda: CartpoleSwingUp(max_force=float("nan")), "max_force"),
+                        (lambda: PendulumSwingUp(max_torque=-2.0), "max_torque"),
+                        (lambda: PendulumSwingUp(episode_steps=0), "episode_steps"),
+                        (lambda: CartpoleSwingUp(episode_steps=2.5), "episode_steps"),
+                        (lambda: CartpoleSwingUp(render_mode="human"), "render_mode"),
+                        (lambda: SimulatedVectorEnv(CartpoleSwingUp, 0), "num_envs"),
+                        (lambda: SimulatedVectorEnv(CartpoleSwingUp, 2, max_torque=1.0), "max_torque")]:
+        with pytest.raises((ValueError, TypeError), match=words):
+            make()
+    with pytest.raises(TypeError, match="env_class"):
+        SimulatedVectorEnv("CartpoleSwingUp", 2)
+    env = PendulumSwingUp()
+    with pytest.raises(gymnasium.error.ResetNeeded):
+        env.step([0.0])
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="shape"):
+        env.step([0.0, 1.0])
+    with pytest.raises(ValueError, match="finite"):
+        env.step([np.nan])
+    vector = SimulatedVectorEnv(PendulumSwingUp, 2)
+    with pytest.raises(ValueError, match="seeds"):
+        vector.reset(seed=[1, 2, 3])

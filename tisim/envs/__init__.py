@@ -1,0 +1,25 @@
+"""Gymnasium environments over tisim simulators (docs/tutorials/environments.md).
+
+    CartpoleSwingUp, PendulumSwingUp     single environments (tisim/envs/swing_up.py)
+    SimulatedVectorEnv(env_class, n)      n environments as the batch of one simulator (tisim/envs/vector.py)
+
+Importing tisim.envs registers "tisim/CartpoleSwingUp-v0" and "tisim/PendulumSwingUp-v0": gymnasium.make(id) gives
+the single environment, gymnasium.make_vec(id, num_envs=n) the batched vector environment. Without the import,
+gymnasium.make("tisim.envs:tisim/CartpoleSwingUp-v0") imports it first.
+"""
+import gymnasium
+
+from tisim.envs.simulated import SimulatedEnv
+from tisim.envs.swing_up import CartpoleSwingUp, PendulumSwingUp
+from tisim.envs.vector import SimulatedVectorEnv
+
+__all__ = ["CartpoleSwingUp", "PendulumSwingUp", "SimulatedEnv", "SimulatedVectorEnv"]
+
+ENVIRONMENTS = {
+    "tisim/CartpoleSwingUp-v0": ("tisim.envs.swing_up:CartpoleSwingUp", "tisim.envs.vector:cartpole_swing_up_vector"),
+    "tisim/PendulumSwingUp-v0": ("tisim.envs.swing_up:PendulumSwingUp", "tisim.envs.vector:pendulum_swing_up_vector"),
+}
+
+for _id, (_single, _vector) in ENVIRONMENTS.items():
+    if _id not in gymnasium.registry:
+        gymnasium.register(id=_id, entry_point=_single, vector_entry_point=_vector)
