@@ -4,7 +4,7 @@ Pendulum (angle from the downward vertical, torque tau at the pivot):
     theta'' = -(g / l) sin(theta) - c theta' / (m l^2) + tau / (m l^2)
 DoublePendulum (both angles from the downward vertical, point masses m1, m2 on rods l1, l2; joint torques tau):
     the Lagrangian equations of motion solved for (theta1'', theta2'') as a 2x2 linear system; see
-    ``double_pendulum_accelerations``. tau1 acts at the pivot (on the upper rod, against the ground); tau2 at the
+    ``DoublePendulum.accelerations``. tau1 acts at the pivot (on the upper rod, against the ground); tau2 at the
     elbow acts on the lower rod and, in reaction, on the upper one: the generalized forces on the absolute angles are
     (tau1 - tau2, tau2), so the elbow torque alone leaves the total angular momentum about the pivot unchanged.
 Both are stepped with semi-implicit Euler (symplectic: with c = 0 the energy error stays bounded); ``rates`` gives the
@@ -34,11 +34,14 @@ class Pendulum(System):
     ACTION = (Quantity("tau", 0.0, "N m", "torque at the pivot"),)
     DT = 0.01
 
-    @staticmethod
     @ti.func
-    def angular_acceleration(theta, theta_dot, tau, g, l, m, c):
-        inertia = m * l * l
-        return -(g / l) * ti.sin(theta) + (tau - c * theta_dot) / inertia
+    def angular_acceleration(self, s: ti.template()):
+        """theta'' where the step (or the ODE's rates) reads the state: gravity, the torque and damping, plus the
+        learned term."""
+        q, w = s.state("theta"), s.state("theta_dot")
+        l, m = s.param("l"), s.param("m")
+        return -(s.param("g") / l) * ti.sin(q) + (s.action("tau") - s.param("c") * w) / (m * l * l) \
+            + self.learned_acceleration(s, q, w)
 
     @ti.func
     def learned_acceleration(self, s: ti.template(), q, w):
@@ -47,19 +50,13 @@ class Pendulum(System):
 
     @ti.func
     def step(self, s: ti.template()):
-        q, w = s.state("theta"), s.state("theta_dot")
-        alpha = self.angular_acceleration(q, w, s.action("tau"), s.param("g"), s.param("l"), s.param("m"),
-                                          s.param("c"))
-        alpha += self.learned_acceleration(s, q, w)
-        advance_semi_implicit_euler(s, "theta", "theta_dot", q, w, alpha)
+        advance_semi_implicit_euler(s, "theta", "theta_dot", s.state("theta"), s.state("theta_dot"),
+                                    self.angular_acceleration(s))
 
     @ti.func
     def rates(self, s: ti.template()):
-        q, w = s.state("theta"), s.state("theta_dot")
-        alpha = self.angular_acceleration(q, w, s.action("tau"), s.param("g"), s.param("l"), s.param("m"),
-                                          s.param("c"))
-        s.add_rate("theta", 0, w)
-        s.add_rate("theta_dot", 0, alpha + self.learned_acceleration(s, q, w))
+        s.add_rate("theta", 0, s.state("theta_dot"))
+        s.add_rate("theta_dot", 0, self.angular_acceleration(s))
 
 
 class DoublePendulum(System):
@@ -81,36 +78,31 @@ class DoublePendulum(System):
     ACTION = (Quantity("tau", 0.0, "N m", "joint torques (upper, lower)", shape=(2,)),)
     DT = 0.001
 
-    @staticmethod
     @ti.func
-    def double_pendulum_accelerations(q1, q2, w1, w2, tau1, tau2, g, l1, l2, m1, m2):
-        # M(q) [q1'', q2''] = rhs, from the Lagrangian of two point masses; solved by Cramer's rule. The elbow torque
-        # tau2 turns the lower rod and reacts on the upper one, hence tau1 - tau2 in the first row.
+    def accelerations(self, s: ti.template()):
+        """(theta1'', theta2'') where the step (or the ODE's rates) reads the state. M(q) [q1'', q2''] = rhs, from
+        the Lagrangian of two point masses, solved by Cramer's rule. The elbow torque tau2 turns the lower rod and
+        reacts on the upper one, hence tau1 - tau2 in the first row."""
+        q1, q2, w1, w2 = s.state("theta1"), s.state("theta2"), s.state("theta1_dot"), s.state("theta2_dot")
+        g, l1, l2, m1, m2 = s.param("g"), s.param("l1"), s.param("l2"), s.param("m1"), s.param("m2")
+        tau = s.action("tau")
         delta = q1 - q2
         m11, m12, m22 = (m1 + m2) * l1 * l1, m2 * l1 * l2 * ti.cos(delta), m2 * l2 * l2
-        r1 = -m2 * l1 * l2 * w2 * w2 * ti.sin(delta) - (m1 + m2) * g * l1 * ti.sin(q1) + tau1 - tau2
-        r2 = m2 * l1 * l2 * w1 * w1 * ti.sin(delta) - m2 * g * l2 * ti.sin(q2) + tau2
+        r1 = -m2 * l1 * l2 * w2 * w2 * ti.sin(delta) - (m1 + m2) * g * l1 * ti.sin(q1) + tau[0] - tau[1]
+        r2 = m2 * l1 * l2 * w1 * w1 * ti.sin(delta) - m2 * g * l2 * ti.sin(q2) + tau[1]
         det = m11 * m22 - m12 * m12
         return (r1 * m22 - r2 * m12) / det, (m11 * r2 - m12 * r1) / det
 
     @ti.func
     def step(self, s: ti.template()):
-        q1, q2 = s.state("theta1"), s.state("theta2")
-        w1, w2 = s.state("theta1_dot"), s.state("theta2_dot")
-        tau = s.action("tau")
-        a1, a2 = self.double_pendulum_accelerations(q1, q2, w1, w2, tau[0], tau[1], s.param("g"), s.param("l1"),
-                                                    s.param("l2"), s.param("m1"), s.param("m2"))
-        advance_semi_implicit_euler(s, "theta1", "theta1_dot", q1, w1, a1)
-        advance_semi_implicit_euler(s, "theta2", "theta2_dot", q2, w2, a2)
+        a1, a2 = self.accelerations(s)
+        advance_semi_implicit_euler(s, "theta1", "theta1_dot", s.state("theta1"), s.state("theta1_dot"), a1)
+        advance_semi_implicit_euler(s, "theta2", "theta2_dot", s.state("theta2"), s.state("theta2_dot"), a2)
 
     @ti.func
     def rates(self, s: ti.template()):
-        q1, q2 = s.state("theta1"), s.state("theta2")
-        w1, w2 = s.state("theta1_dot"), s.state("theta2_dot")
-        tau = s.action("tau")
-        a1, a2 = self.double_pendulum_accelerations(q1, q2, w1, w2, tau[0], tau[1], s.param("g"), s.param("l1"),
-                                                    s.param("l2"), s.param("m1"), s.param("m2"))
-        s.add_rate("theta1", 0, w1)
-        s.add_rate("theta2", 0, w2)
+        a1, a2 = self.accelerations(s)
+        s.add_rate("theta1", 0, s.state("theta1_dot"))
+        s.add_rate("theta2", 0, s.state("theta2_dot"))
         s.add_rate("theta1_dot", 0, a1)
         s.add_rate("theta2_dot", 0, a2)

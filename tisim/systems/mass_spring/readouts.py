@@ -152,3 +152,26 @@ def pin_reactions(sim, traj, steps=None):
     force = particle_forces(sim, {"pos": pos, "vel": vel}, steps)[:, :, pinned]
     m = sim.params["m"][:, None, None, None]
     return -m * vel[:, :, pinned] / sim.dt - force
+
+
+class Readouts:
+    """Mixin of the system: the functions above as its methods."""
+
+    def point_masses(self):
+        """Each particle's mass, shape (B, n_particles), kg; see tisim.systems.mass_spring.readouts.point_masses."""
+        return point_masses(self)
+
+    def spring_forces(self, traj, steps=None):
+        """The tension in each spring at each row of traj, (B, rows, n_springs), N, positive when it pulls its ends
+        together; see tisim.systems.mass_spring.readouts.spring_forces."""
+        return spring_forces(self, traj, steps)
+
+    def particle_forces(self, traj, steps=None):
+        """The force on each particle at each row of traj (springs, weight, contact, drag), (B, rows, n_particles,
+        dim), N; see tisim.systems.mass_spring.readouts.particle_forces."""
+        return particle_forces(self, traj, steps)
+
+    def pin_reactions(self, traj, steps=None):
+        """The force each pin exerts on its particle at each row of traj, (B, rows, n_pinned, dim), N, in the order
+        of robot.pinned; see tisim.systems.mass_spring.readouts.pin_reactions."""
+        return pin_reactions(self, traj, steps)

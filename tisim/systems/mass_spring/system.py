@@ -51,7 +51,7 @@ from tisim.physics.contact import (
     touching,
 )
 from tisim.physics.integrators import semi_implicit_euler
-from tisim.systems.mass_spring import readouts
+from tisim.systems.mass_spring.readouts import Readouts
 from tisim.systems.mass_spring.robots import Robot, grid
 
 # the structural sizes MassSpring computes from its robot and obstacles, with where each comes from
@@ -64,7 +64,7 @@ DERIVED = {
 }
 
 
-class MassSpring(System):
+class MassSpring(Readouts, System):
     """A mass-spring robot from a ``Robot`` (or a robot name / JSON path); default: the 32 x 8 reference grid.
 
     spheres: [(centre, radius), ...] and boxes: [(centre, half extents), ...], static obstacles of the robot's
@@ -333,26 +333,6 @@ class MassSpring(System):
         for k, name in ti.static(enumerate(("kc", "kd", "softness", "mu", "eps"))):
             bar.add_param(name, 0, law_bar[k])
         return p_bar, v_bar
-
-    # ---- readouts: forces the state does not hold, by the system's own laws (tisim/systems/mass_spring/readouts.py) --
-    def point_masses(self):
-        """Each particle's mass, shape (B, n_particles), kg; see tisim.systems.mass_spring.readouts.point_masses."""
-        return readouts.point_masses(self)
-
-    def spring_forces(self, traj, steps=None):
-        """The tension in each spring at each row of traj, (B, rows, n_springs), N, positive when it pulls its ends
-        together; see tisim.systems.mass_spring.readouts.spring_forces."""
-        return readouts.spring_forces(self, traj, steps)
-
-    def particle_forces(self, traj, steps=None):
-        """The force on each particle at each row of traj (springs, weight, contact, drag), (B, rows, n_particles,
-        dim), N; see tisim.systems.mass_spring.readouts.particle_forces."""
-        return readouts.particle_forces(self, traj, steps)
-
-    def pin_reactions(self, traj, steps=None):
-        """The force each pin exerts on its particle at each row of traj, (B, rows, n_pinned, dim), N, in the order
-        of robot.pinned; see tisim.systems.mass_spring.readouts.pin_reactions."""
-        return readouts.pin_reactions(self, traj, steps)
 
     def events(self, traj):
         """"ground contact": some particle is below the ground (y < 0)."""

@@ -100,3 +100,26 @@ def wall_band(sim):
     BAND = type(sim).BAND  # the system's module imports this one, so the constant comes through the class
     h = 1.0 / sim.sizes["n_grid"]
     return {"cells": BAND, "width": BAND * h, "low": BAND * h, "high": 1.0 - BAND * h}
+
+
+class Readouts:
+    """Mixin of the system: the functions above as its methods."""
+
+    def point_masses(self):
+        """Each point's mass rho V_p, shape (B, n_particles), kg (2D: kg per metre of depth); see
+        tisim.systems.mpm.readouts.point_masses."""
+        return point_masses(self)
+
+    def point_volumes(self, traj=None):
+        """Each point's reference volume V_p, (B, n_particles), or with traj its current volume V_p det F_p of every
+        row; see tisim.systems.mpm.readouts.point_volumes."""
+        return point_volumes(self, traj)
+
+    def angular_momentum(self, traj, about=None, affine=True):
+        """The total angular momentum about `about` (default the origin) of every row of traj, with the APIC part
+        m_p h^2 / 4 axial(C_p) (affine=False leaves it out); see tisim.systems.mpm.readouts.angular_momentum."""
+        return angular_momentum(self, traj, about, affine)
+
+    def wall_band(self):
+        """Where the walls act: {"cells", "width", "low", "high"}; see tisim.systems.mpm.readouts.wall_band."""
+        return wall_band(self)

@@ -55,7 +55,8 @@ from tisim.core.engine import System
 from tisim.core.memory import INDEX_LIMIT
 from tisim.core.model import check_derived, check_run
 from tisim.core.quantities import Quantity, Scratch
-from tisim.systems.mpm import materials, readouts
+from tisim.systems.mpm import materials
+from tisim.systems.mpm.readouts import Readouts
 from tisim.systems.mpm.transfers import Transfers
 
 BAND = 3  # each wall's distance from its side of the grid, in cells: the walls act on the nodes up to it
@@ -192,7 +193,7 @@ class Body:
         return (self.groups.tobytes(), self.actuators.tobytes())
 
 
-class MPM(Transfers, System):
+class MPM(Transfers, Readouts, System):
     """A soft body of material points on an n_grid^dim grid over the unit square or cube (default: a 2D jelly block).
 
     Conventions (docs/concepts/conventions.md): SI units, y up, the grid over the unit square (cube), h = 1 / n_grid.
@@ -281,26 +282,6 @@ class MPM(Transfers, System):
         return dict(volume=float(self.body.volume), group_of=self.body.groups,
                     actuator_of=np.maximum(self.body.actuators, 0),  # passive points weigh actuator 0 by 0
                     actuated=(self.body.actuators >= 0).astype(float))
-
-    # ---- readouts: what the state does not hold, by the system's own conventions (tisim/systems/mpm/readouts.py) ----
-    def point_masses(self):
-        """Each point's mass rho V_p, shape (B, n_particles), kg (2D: kg per metre of depth); see
-        tisim.systems.mpm.readouts.point_masses."""
-        return readouts.point_masses(self)
-
-    def point_volumes(self, traj=None):
-        """Each point's reference volume V_p, (B, n_particles), or with traj its current volume V_p det F_p of every
-        row; see tisim.systems.mpm.readouts.point_volumes."""
-        return readouts.point_volumes(self, traj)
-
-    def angular_momentum(self, traj, about=None, affine=True):
-        """The total angular momentum about `about` (default the origin) of every row of traj, with the APIC part
-        m_p h^2 / 4 axial(C_p) (affine=False leaves it out); see tisim.systems.mpm.readouts.angular_momentum."""
-        return readouts.angular_momentum(self, traj, about, affine)
-
-    def wall_band(self):
-        """Where the walls act: {"cells", "width", "low", "high"}; see tisim.systems.mpm.readouts.wall_band."""
-        return readouts.wall_band(self)
 
     # ---- pieces shared by the phases ----------------------------------------------------------------------------
     @ti.func
