@@ -52,6 +52,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/taichi_storage.py
 	$(PY) benchmarks/taichi_cpu_limits.py
 	$(PY) benchmarks/sweep.py
+	$(PY) benchmarks/envs.py
 
 clean:
 	rm -rf $(VENV) out .cache *.egg-info
