@@ -21,8 +21,9 @@ from tisim.core.engine import System
 from tisim.core.model import check_derived, check_run
 from tisim.core.quantities import Quantity
 from tisim.systems.articulation import dynamics
+from tisim.systems.articulation.builder import Builder
 from tisim.systems.articulation.mjcf import IGNORABLE, load_mjcf
-from tisim.systems.articulation.tree import HINGE, SLIDE, Tree
+from tisim.systems.articulation.tree import Tree
 
 DERIVED = {name: "it follows from the tree (tree=)" for name in ("n_bodies", "n_joints", "n_actuators")}
 
@@ -47,18 +48,14 @@ TAICHI = dynamics.Ops(ti.sin, ti.cos, bind, lambda x, low, high: ti.min(ti.max(x
 
 
 def double_pendulum():
-    """The default tree: two 1 kg rods of 0.5 m hanging from hinges about y, one motor at each hinge, MuJoCo's Euler."""
-    rod = np.array([0.25 / 12, 0.25 / 12, 1e-3])  # m L^2 / 12 about the rod's centre, across it
-    return Tree(
-        name="double_pendulum", parent=np.array([-1, 0, 1]), pos=np.array([[0, 0, 0], [0, 0, 1.0], [0, 0, -0.5]]),
-        quat=np.tile([1.0, 0, 0, 0], (3, 1)), mass=np.array([0.0, 1.0, 1.0]),
-        ipos=np.array([[0, 0, 0], [0, 0, -0.25], [0, 0, -0.25]]), iquat=np.tile([1.0, 0, 0, 0], (3, 1)),
-        inertia=np.array([[0, 0, 0], rod, rod]), joint_type=(HINGE, HINGE), joint_body=np.array([1, 2]),
-        joint_axis=np.array([[0, 1.0, 0], [0, 1.0, 0]]), joint_pos=np.zeros((2, 3)), limited=np.zeros(2, bool),
-        joint_range=np.zeros((2, 2)), stiffness=np.zeros(2), springref=np.zeros(2), damping=np.array([0.05, 0.05]),
-        armature=np.zeros(2), actuator_joint=np.array([0, 1]), gear=np.array([1.0, 1.0]),
-        ctrllimited=np.zeros(2, bool), ctrlrange=np.zeros((2, 2)), gravity=np.array([0, 0, -9.81]), timestep=0.01,
-        integrator="euler")
+    """The default tree: two 1 kg rods of 0.5 m hanging from hinges about y, a motor at each hinge, MuJoCo's Euler."""
+    rod = dict(mass=1.0, ipos=(0.0, 0.0, -0.25), inertia=(0.25 / 12, 0.25 / 12, 1e-3))  # m L^2 / 12 across the rod
+    b = Builder("double_pendulum", timestep=0.01, integrator="euler")
+    upper = b.body(0, pos=(0.0, 0.0, 1.0), **rod)
+    lower = b.body(upper, pos=(0.0, 0.0, -0.5), **rod)
+    for link in (upper, lower):
+        b.motor(b.hinge(link, axis=(0.0, 1.0, 0.0), damping=0.05), gear=1.0)
+    return b.build()
 
 
 class Articulation(System):
@@ -107,6 +104,11 @@ class Articulation(System):
                 raise type(error)(f"Articulation: tree={os.fspath(tree)[:80]!r}: {error}") from None
         elif not isinstance(tree, Tree):
             raise TypeError(f"Articulation: tree must be a Tree or an MJCF file path, got {type(tree).__name__}")
+        if np.any(tree.limited):
+            limited = [tree.joint_names[j] if tree.joint_names else str(j) for j in np.flatnonzero(tree.limited)]
+            raise ValueError(f"Articulation: the tree {tree.name!r} ({tree.source}) limits joints {limited}: joint "
+                             "limits are not simulated yet; build it without range=, or load the file with "
+                             "ignore=(\"limits\",) to drop them knowingly")
         self.tree = tree
         self.DT = tree.timestep
         if len(tree.joint_type) == 0:
@@ -177,4 +179,4 @@ class Articulation(System):
         ti.static(self.tree_rates(s))
 
 
-__all__ = ["Articulation", "double_pendulum", "SLIDE"]
+__all__ = ["Articulation", "double_pendulum"]
