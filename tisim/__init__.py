@@ -6,7 +6,7 @@ The package is in layers, each a folder that imports only from the folders befor
     core      the engine: quantities, the compiled model, the rollout and its backward pass, losses
     autodiff  the other gradient mechanisms (checkpointed, forward mode, continuous adjoint), checks, diagnostics
     physics   integrators and contact laws as Taichi functions
-    learn     networks inside a step, PyTorch interop
+    learn     networks inside a step, closed-loop policies, PyTorch interop
     systems   one module (or folder) per system
     optim     optimizers, the loops built on them (tasks), resume snapshots, sweeps
     viz       drawings, GIFs, 3D scenes, windows, plots
@@ -39,6 +39,7 @@ FLAT_NAMES = {
     "losses": "tisim.core.losses",
     "nn": "tisim.learn.nn",
     "plots": "tisim.viz.plots",
+    "policy": "tisim.learn.policy",
     "pytorch": "tisim.learn.pytorch",
     "robots": "tisim.systems.mass_spring.robots",
     "scene": "tisim.viz.scene",

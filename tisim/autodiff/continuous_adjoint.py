@@ -69,7 +69,7 @@ class _VectorField:
 
 
 def _check_ode(sim):
-    if not hasattr(type(sim), "rates"):
+    if getattr(type(sim), "rates", None) is None:
         raise TypeError(f"gradient: method='continuous_adjoint' needs a system defined by an ODE (one that implements "
                         f"``rates``, as Pendulum, DoublePendulum and Cartpole do); {type(sim).__name__} does not")
 

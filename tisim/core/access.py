@@ -72,6 +72,18 @@ def set3(a: ti.template(), b, t, base, shape: ti.template(), value):
 
 
 @ti.func
+def entries(v: ti.template(), base, shape: ti.template()):
+    # the item at v[base:] of a ti.Vector, shaped as read3 shapes it
+    if ti.static(len(shape) == 2):
+        return ti.Matrix([[v[base + r * shape[1] + c] for c in ti.static(range(shape[1]))]
+                          for r in ti.static(range(shape[0]))])
+    elif ti.static(len(shape) == 1):
+        return ti.Vector([v[base + k] for k in ti.static(range(shape[0]))])
+    else:
+        return v[base]
+
+
+@ti.func
 def read2(a: ti.template(), b, base, shape: ti.template()):
     if ti.static(len(shape) == 2):
         return ti.Matrix([[a[b, base + r * shape[1] + c] for c in ti.static(range(shape[1]))]
@@ -106,6 +118,11 @@ def set2(a: ti.template(), b, base, shape: ti.template(), value):
         a[b, base] = value
 
 
+def closed(applied):
+    """Whether a step context carries a policy's output (Taichi's compiler does not take `is not` in a kernel)."""
+    return applied is not None
+
+
 def assigned_entry(layout, name):
     """ScratchLayout.entry for Step.assign, refused for scratch not declared assigned=True."""
     if name in layout.names and name not in layout.assigned:
@@ -133,6 +150,9 @@ class Step(NamedTuple):
     dt: Any
     b: Any  # the batch entry
     t: Any  # the step: from x[t] to x[t+1]
+    # a closed-loop policy's output during step t, a ti.Vector over the packed action entries that action() adds to
+    # u[b, t] (tisim/learn/policy.py); None in an open loop
+    applied: Any = None
 
     @ti.func
     def state(self, name: ti.template(), i=0):
@@ -179,9 +199,12 @@ class Step(NamedTuple):
 
     @ti.func
     def action(self, name: ti.template(), i=0):
-        """Item i of action `name` during step t."""
+        """Item i of action `name` during step t (in a closed loop: u[t] plus the policy's output)."""
         offset, width, shape = ti.static(entry_shape(self.model.action_layout, name))
-        return read3(self.u, self.b, self.t, offset + i * width, shape)
+        value = read3(self.u, self.b, self.t, offset + i * width, shape)
+        if ti.static(closed(self.applied)):
+            value += entries(self.applied, offset + i * width, shape)
+        return value
 
     @ti.func
     def add_action(self, name: ti.template(), i, value):

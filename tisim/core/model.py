@@ -145,6 +145,9 @@ def structure(cls, values):
     for key, size in declared.items():
         sizes.setdefault(key, size.default)
         check_count(name, key, sizes[key], size.minimum)
+    derive = getattr(cls, "derived_sizes", None)  # sizes that follow from the others (a closed loop's network)
+    if derive is not None:
+        sizes.update(derive(sizes))
     options = {key: values.pop(key, allowed[0]) for key, allowed in cls.OPTIONS.items()}
     for key, choice in options.items():
         if choice not in cls.OPTIONS[key]:
