@@ -100,3 +100,29 @@ def plot_health(report, path, *, batch_index=0, title=""):
     events.set_yticks([row + 0.4 for row in range(len(report.events))], list(report.events))
     events.set_xlabel("step t")
     return _save(figure, path)
+
+
+def plot_learning_curves(curves, path, title="", *, ylabel="return"):
+    """Return against environment steps and against wall-clock seconds, one line per run, one colour per method.
+
+    curves: {method: [run, ...]}, each run a dict of equal-length lists "steps", "seconds" and "return" (the
+    evaluation's mean return at those points of training)."""
+    return _save(learning_curves_figure(curves, title, ylabel=ylabel), path)
+
+
+def learning_curves_figure(curves, title="", *, ylabel="return"):
+    """The figure of ``plot_learning_curves``, not saved."""
+    figure = Figure(figsize=(10, 3.6), layout="constrained")
+    colours = dict(zip(curves, ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")))
+    for k, (key, label) in enumerate((("steps", "environment steps"), ("seconds", "wall-clock [s]"))):
+        axes = figure.add_subplot(1, 2, k + 1)
+        for method, runs in curves.items():
+            for n, run in enumerate(runs):
+                axes.plot(run[key], run["return"], color=colours.get(method), alpha=0.8, linewidth=1.2,
+                          label=method if n == 0 and k == 0 else None)
+        axes.set(xlabel=label, ylabel=ylabel, title=f"{ylabel} against {label.split(' [')[0]}")
+        axes.grid(True, alpha=0.3)
+    figure.legend(loc="outside lower center", ncols=len(curves), title="method (a line per seed)")
+    if title:
+        figure.suptitle(title)
+    return figure
