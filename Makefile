@@ -30,7 +30,8 @@ test: $(STAMP)
 
 # the long runs of the hostile-input fuzzing (hypothesis) and of the bound-launch soak (1,500 simulator pairs made,
 # used and dropped in random order), which make test runs at a small size, and the tests marked stress: second
-# referees whose kernels take minutes to compile (MPM's hand-written reverses against Taichi's reverse mode in 3D)
+# referees whose kernels take minutes to compile (MPM's hand-written reverses against Taichi's reverse mode) and
+# learning outcomes over seeds too long for make test (SHAC on the swing-up)
 stress: $(STAMP)
 	TISIM_FUZZ_EXAMPLES=300 TISIM_SOAK_SIMULATORS=1500 $(PY) -m pytest -q -n 2 tests/test_surface.py
 	$(PY) -m pytest -q -m stress

@@ -5,9 +5,11 @@
 # 0.05 x^2 + 0.1 x_dot^2) with phi the pole's angle from upright, force within +-10 N.
 # The policy is a network inside the rollout: it reads (x, x_dot, sin theta, cos theta, theta_dot), scaled, through
 # one tanh layer of 16 and pushes with 10 tanh(output) N (tisim.policy.closed_loop). Training runs 16 environments
-# side by side in windows of 80 steps; each window's cost, back-propagated through the physics and the network in one
-# backward pass, gives the policy's gradient (tisim.tasks.train_policy: analytic policy gradients over short
-# windows). It is run for several seeds; the learning curves record the evaluation return (32 fixed starts) against
+# side by side, window by window; each window's cost, back-propagated through the physics and the network in one
+# backward pass, gives the policy's gradient (tisim.tasks.train_policy). Two ways:
+#   apg   analytic policy gradients over windows of 80 steps (1.3 s), 800 iterations
+#   shac  SHAC: windows of 40 steps completed by a learned critic's value of where they end, 1000 iterations
+# Each runs for several seeds; the learning curves record the evaluation return (32 fixed starts) against
 # environment steps and wall-clock.
 # Then the trained policy meets what it was not trained on, a 20% heavier pole and a push of 5 N for 0.2 s while it
 # balances, beside an open-loop plan: the very forces the policy applies from the hanging state on the nominal pole,
@@ -16,7 +18,7 @@
 # Writes out/policy_swingup.png (learning curves), out/policy_swingup.gif (policy | open-loop plan, heavier pole and
 # pushed) and out/policy_swingup.json (the curves and the robustness figures).
 #
-# Command: python demos/policy_swingup.py [--seeds 5] [--iterations 800] [--out out]
+# Command: python demos/policy_swingup.py [--methods apg,shac] [--seeds 5] [--iterations N] [--out out]
 import argparse
 import json
 import pathlib
@@ -28,11 +30,16 @@ import taichi as ti
 import tisim
 from tisim import plots, viz
 from tisim.losses import Custom
+from tisim.optim.critic import Critic
 from tisim.policy import closed_loop
 from tisim.tasks import train_policy
 
 DT, EPISODE, FORCE = 1.0 / 60.0, 240, 10.0  # s, steps, N
-WINDOW, ENVIRONMENTS, HIDDEN = 80, 16, (16,)  # steps per window, environments trained side by side, policy width
+ENVIRONMENTS, HIDDEN = 16, (16,)  # environments trained side by side, the policy's hidden width
+# how each method trains: steps per window, iterations, Adam's step, the critic's discount (None: no critic)
+METHODS = {"apg": dict(window=80, iterations=800, lr=1e-2, gamma=None),
+           "shac": dict(window=40, iterations=1000, lr=5e-3, gamma=0.99)}
+LABELS = {"apg": "analytic policy gradients, windows of 80", "shac": "SHAC, windows of 40 and a critic"}
 SCALE = np.array([1.0, 2.0, 1.0, 1.0, 5.0])  # typical sizes of (x, x_dot, sin, cos, theta_dot): the observation scale
 EVALUATION_STARTS, EVERY = 32, 50  # fixed starts of the evaluation, iterations between evaluations
 PUSH_STEP, PUSH_STEPS, PUSH = 150, 12, 5.0  # the push: at 2.5 s, for 0.2 s, 5 N
@@ -45,14 +52,16 @@ def reset(rng, batch):
     return {"x": x, "x_dot": x_dot, "theta": np.pi + theta, "theta_dot": theta_dot}
 
 
-def running_cost(sim, steps):
-    """The task's cost (minus its reward) summed over steps 1..steps, divided by steps."""
+def running_cost(sim, steps, gamma=1.0):
+    """The task's cost (minus its reward) summed over steps 1..steps, step t discounted by gamma^(t-1), divided by
+    steps."""
     x, x_dot, theta, theta_dot = (sim.index(name) for name in ("x", "x_dot", "theta", "theta_dot"))
 
     @ti.func
     def cost(s: ti.template(), p: ti.template(), u: ti.template(), b, t):
         phi = ti.atan2(ti.sin(s[b, t, theta]), ti.cos(s[b, t, theta]))  # the angle from upright, wrapped
-        return (phi * phi + 0.1 * s[b, t, theta_dot] ** 2 + 0.05 * s[b, t, x] ** 2 + 0.1 * s[b, t, x_dot] ** 2) / steps
+        return ti.pow(gamma, t - 1) / steps * (phi * phi + 0.1 * s[b, t, theta_dot] ** 2 + 0.05 * s[b, t, x] ** 2
+                                               + 0.1 * s[b, t, x_dot] ** 2)
 
     return Custom(cost, steps=range(1, steps + 1))
 
@@ -93,11 +102,15 @@ def pushes(batch):
     return force
 
 
-def train(seed, iterations, evaluation=None, every=EVERY):
-    """Train one policy from seed; returns (weights, curve): the curve's evaluation return against environment
-    steps and training seconds (the evaluations' own time left out)."""
-    sim = Swing(horizon=WINDOW, batch=ENVIRONMENTS, dt=DT, seed=seed)
+def train(seed, method="apg", iterations=None, evaluation=None, every=EVERY):
+    """Train one policy from seed by `method` (METHODS); returns (weights, curve): the curve's evaluation return
+    against environment steps and training seconds (the evaluations' own time left out)."""
+    settings = METHODS[method]
+    window, iterations = settings["window"], iterations or settings["iterations"]
+    sim = Swing(horizon=window, batch=ENVIRONMENTS, dt=DT, seed=seed)
     sim.set_params(obs_scale=SCALE)
+    critic = None if settings["gamma"] is None else \
+        Critic(lambda traj: -rewards(traj), hidden=(32, 32), gamma=settings["gamma"], epochs=8, seed=seed)
     evaluation = evaluation or Evaluation()
     curve = {"steps": [], "seconds": [], "return": [], "balanced": []}
     clock = {"start": time.perf_counter(), "paused": 0.0}
@@ -105,16 +118,16 @@ def train(seed, iterations, evaluation=None, every=EVERY):
     def record(iteration, weights):
         pause = time.perf_counter()
         value, share, _ = evaluation(weights)
-        curve["steps"].append(iteration * WINDOW * ENVIRONMENTS)
+        curve["steps"].append(iteration * window * ENVIRONMENTS)
         curve["seconds"].append(pause - clock["start"] - clock["paused"])
         curve["return"].append(value)
         curve["balanced"].append(share)
         clock["paused"] += time.perf_counter() - pause
 
     record(0, sim.params["w_policy"][0])
-    result = train_policy(sim, running_cost(sim, WINDOW), reset, episode_steps=EPISODE, iterations=iterations,
-                          optimizer=tisim.optim.Adam(lr=1e-2), seed=seed,
-                          callback=lambda i, w, loss: i % every == 0 and record(i, w))
+    result = train_policy(sim, running_cost(sim, window, settings["gamma"] or 1.0), reset, episode_steps=EPISODE,
+                          iterations=iterations, optimizer=tisim.optim.Adam(lr=settings["lr"]), critic=critic,
+                          seed=seed, callback=lambda i, w, loss: i % every == 0 and record(i, w))
     if iterations % every:
         record(iterations, result.values["w_policy"])
     return result.values["w_policy"], curve
@@ -169,8 +182,8 @@ def in_gymnasium(weights, episodes=32, seed=0):
     return float(total.mean())
 
 
-def pictures(out, curves, weights, forces, figures):
-    plot = plots.plot_learning_curves({"policy gradient through the simulator": curves}, out / "policy_swingup.png",
+def pictures(out, curves, figures):
+    plot = plots.plot_learning_curves({LABELS[m]: runs for m, runs in curves.items()}, out / "policy_swingup.png",
                                       title="cart-pole swing-up: evaluation return (32 starts) while training")
     policy_traj, plan = figures["heavier_pushed"]["trajectories"]
     params = {**{k: float(v[0]) for k, v in tisim.systems.Cartpole(horizon=1).params.items()}, "m_pole": 0.12}
@@ -187,39 +200,52 @@ def pictures(out, curves, weights, forces, figures):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=(
-        "Train a closed-loop policy for the cart-pole swing-up through the simulator, over several seeds, and test it "
-        "on a heavier pole and a push against an open-loop plan. Writes policy_swingup.png, .gif and .json."))
-    parser.add_argument("--seeds", type=int, default=5, help="training runs, seeds 0..n-1 (default 5)")
-    parser.add_argument("--iterations", type=int, default=800, help="training iterations per seed (default 800)")
+        "Train a closed-loop policy for the cart-pole swing-up through the simulator, by analytic policy gradients "
+        "over windows and by SHAC, over several seeds, and test the best on a heavier pole and a push against its "
+        "own forces replayed open-loop. Writes policy_swingup.png, .gif and .json."))
+    parser.add_argument("--methods", default="apg,shac",
+                        help="comma-separated training methods: apg (windows of 80 steps), shac (windows of 40 and a "
+                             "critic); default both")
+    parser.add_argument("--seeds", type=int, default=5, help="training runs per method, seeds 0..n-1 (default 5)")
+    parser.add_argument("--iterations", type=int, default=None,
+                        help="training iterations per run (default: 800 for apg, 1000 for shac)")
     parser.add_argument("--out", default="out", help="folder for the pictures and the JSON (default out)")
     args = parser.parse_args(argv)
-    if args.seeds < 1 or args.iterations < 1:
+    methods = [m for m in args.methods.split(",") if m]
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown or not methods:
+        parser.error(f"--methods takes names among {list(METHODS)}, got {args.methods!r}")
+    if args.seeds < 1 or (args.iterations is not None and args.iterations < 1):
         parser.error("--seeds and --iterations must be >= 1")
     out = pathlib.Path(args.out)
     evaluation = Evaluation()
-    curves, finals = [], []
-    for seed in range(args.seeds):
-        weights, curve = train(seed, args.iterations, evaluation)
-        curves.append(curve)
-        finals.append(weights)
-        print(f"seed {seed}: return {curve['return'][0]:.0f} -> {curve['return'][-1]:.0f} after "
-              f"{curve['steps'][-1]:,} environment steps ({curve['seconds'][-1]:.1f} s of training); balanced at the "
-              f"end in {100 * curve['balanced'][-1]:.0f}% of the 32 evaluation episodes")
-    best = int(np.argmax([curve["return"][-1] for curve in curves]))
-    forces = open_loop_plan(finals[best])
-    figures = robustness(finals[best], forces)
+    curves, finals = {}, {}
+    for method in methods:
+        curves[method], finals[method] = [], []
+        for seed in range(args.seeds):
+            weights, curve = train(seed, method, args.iterations, evaluation)
+            curves[method].append(curve)
+            finals[method].append(weights)
+            print(f"{method} seed {seed}: return {curve['return'][0]:.0f} -> {curve['return'][-1]:.0f} after "
+                  f"{curve['steps'][-1]:,} environment steps ({curve['seconds'][-1]:.1f} s of training); balanced at "
+                  f"the end in {100 * curve['balanced'][-1]:.0f}% of the 32 evaluation episodes")
+    method, best = max(((m, b) for m in methods for b in range(args.seeds)),
+                       key=lambda pair: curves[pair[0]][pair[1]]["return"][-1])
+    forces = open_loop_plan(finals[method][best])
+    figures = robustness(finals[method][best], forces)
     for name, row in figures.items():
-        print(f"{name:>15}: policy (seed {best}) return {row['policy_return']:.0f}, balanced "
-              f"{100 * row['policy_balanced']:.0f}% | open-loop plan return {row['plan_return']:.0f}, "
+        print(f"{name:>15}: policy ({method}, seed {best}) return {row['policy_return']:.0f}, balanced "
+              f"{100 * row['policy_balanced']:.0f}% | its forces replayed open-loop: return {row['plan_return']:.0f}, "
               f"{'balanced' if row['plan_balanced'] else 'fell'}")
-    gymnasium_return = in_gymnasium(finals[best])
+    gymnasium_return = in_gymnasium(finals[method][best])
     if gymnasium_return is not None:
-        print(f"in Gymnasium's tisim/CartpoleSwingUp-v0 (4 substeps of 1/240 s): policy (seed {best}) return "
-              f"{gymnasium_return:.0f} over 32 episodes")
-    plot, gif = pictures(out, curves, finals[best], forces, figures)
-    report = {"task": {"dt": DT, "episode_steps": EPISODE, "max_force": FORCE, "window": WINDOW,
-                       "environments": ENVIRONMENTS, "hidden": list(HIDDEN)},
-              "curves": curves, "best_seed": best, "gymnasium_return": gymnasium_return,
+        print(f"in Gymnasium's tisim/CartpoleSwingUp-v0 (4 substeps of 1/240 s): policy ({method}, seed {best}) "
+              f"return {gymnasium_return:.0f} over 32 episodes")
+    plot, gif = pictures(out, curves, figures)
+    report = {"task": {"dt": DT, "episode_steps": EPISODE, "max_force": FORCE, "environments": ENVIRONMENTS,
+                       "hidden": list(HIDDEN)},
+              "methods": {m: METHODS[m] for m in methods}, "curves": curves, "best": {"method": method, "seed": best},
+              "gymnasium_return": gymnasium_return,
               "robustness": {k: {key: v for key, v in row.items() if key != "trajectories"}
                              for k, row in figures.items()}}
     out.mkdir(parents=True, exist_ok=True)

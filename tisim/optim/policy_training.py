@@ -1,21 +1,23 @@
 """Training a closed-loop policy through the simulator: analytic policy gradients over short windows.
 
-    Swing = tisim.policy.closed_loop(tisim.systems.Cartpole, hidden=(32, 32), limit=10.0, angles=("theta",))
-    sim = Swing(horizon=32, batch=64, dt=1 / 60)          # a window of 32 steps, 64 environments
-    result = tisim.tasks.train_policy(sim, cost, reset, episode_steps=240, iterations=300)
+    Swing = tisim.policy.closed_loop(tisim.systems.Cartpole, hidden=(16,), limit=10.0, angles=("theta",))
+    sim = Swing(horizon=80, batch=16, dt=1 / 60)          # a window of 80 steps, 16 environments
+    result = tisim.tasks.train_policy(sim, loss, reset, episode_steps=240, iterations=800)
 
 Each iteration runs one window of sim.T steps in every environment, from where its episode stands, and takes one
 optimizer step on the policy's weights along the gradient of the window's loss, averaged over the environments: the
-analytic policy gradient, one backward pass through the physics and the network together. Truncating the gradient at
-the window (rather than back-propagating through whole episodes) is how SHAC (Xu et al. 2022) keeps it well
-conditioned; SHAC adds a learned critic for what lies beyond the window, which this loop does not have: its policy
-optimizes what the window's loss sees. The window's last states start the next window; every episode_steps steps all
-environments start again from ``reset(rng, B)``.
+analytic policy gradient, one backward pass through the physics and the network together. The window's last states
+start the next window; every episode_steps steps all environments start again from ``reset(rng, B)``.
 
-Gradients exploding through long chains of contact or chaotic steps are the known failure of this method: the
-gradient's norm is clipped (clip=, 1 by default, SHAC's setting), and a non-finite loss or gradient rejects the step
-and halves the learning rate (as in ``tisim.optim.minimize``, which runs the loop: progress bar, callback and resumable
-snapshots come from there).
+Truncating the gradient at the window, rather than back-propagating through whole episodes, keeps it well
+conditioned: gradients through long chains of unstable, chaotic or contact-rich steps grow with the horizon. Without
+a critic the policy optimizes only what the window's loss sees, so the window must be long enough for progress to
+show in it. With ``critic=Critic(...)`` (tisim/optim/critic.py) the loop is SHAC (Xu et al. 2022): the window's loss
+is completed by a learned value of the state it ends in, fitted after every window, and shorter windows learn.
+
+The gradient's norm is clipped (clip=, 1 by default, SHAC's setting), and a non-finite loss or gradient rejects the
+step and halves the learning rate (as in ``tisim.optim.minimize``, which runs the loop: progress bar, callback and
+resumable snapshots come from there; a resumed run restarts the episodes and, with a critic, the critic).
 """
 import numpy as np
 
@@ -23,8 +25,8 @@ from tisim.core.trajectory import download
 from tisim.optim.optimizers import Adam, minimize
 
 
-def train_policy(sim, loss, reset, *, episode_steps, iterations=100, optimizer=None, clip=1.0, seed=0, callback=None,
-                 **options):
+def train_policy(sim, loss, reset, *, episode_steps, iterations=100, optimizer=None, clip=1.0, critic=None, seed=0,
+                 callback=None, **options):
     """Train the policy of ``sim`` (a closed-loop simulator, ``tisim.policy.closed_loop``) to minimize ``loss``.
 
     sim: its horizon is the window, its batch the number of environments run side by side.
@@ -32,11 +34,13 @@ def train_policy(sim, loss, reset, *, episode_steps, iterations=100, optimizer=N
     reset(rng, batch): initial states {state name: array (batch,)} for new episodes, drawn with the numpy
         Generator rng (seeded by ``seed``).
     episode_steps: the length of an episode, a multiple of the window.
-    optimizer: Adam(lr=1e-3) by default. clip: the largest gradient norm (None: no clipping). Other options go to
-    ``minimize`` (progress, snapshot, snapshot_every).
+    optimizer: Adam(lr=1e-3) by default. clip: the largest gradient norm (None: no clipping).
+    critic: a ``tisim.optim.critic.Critic``: SHAC, the window's loss plus gamma^T V(x[T]) / T, V fitted after every
+        window (the loss should then discount its steps by the critic's gamma, as that module says).
     callback(iteration, weights, loss): called after every step; returning True stops the run.
+    Other options go to ``minimize`` (progress, snapshot, snapshot_every).
     The final weights are left set on ``sim``; the ``Result`` has them as values["w_policy"] and each iteration's
-    window loss (mean over environments) in its history.
+    window loss (mean over environments, with the critic's bootstrap when there is one) in its history.
     """
     if getattr(type(sim), "OPEN_LOOP", None) is None:
         raise TypeError(f"train_policy: sim must be a closed-loop simulator (tisim.policy.closed_loop), got "
@@ -47,6 +51,12 @@ def train_policy(sim, loss, reset, *, episode_steps, iterations=100, optimizer=N
                          f"got {episode_steps!r}")
     if not callable(reset):
         raise TypeError(f"train_policy: reset must be a function (rng, batch) -> {{state: array}}, got {reset!r}")
+    if critic is not None:
+        from tisim.optim.critic import Critic
+
+        if not isinstance(critic, Critic):
+            raise TypeError(f"train_policy: critic must be a tisim.optim.critic.Critic or None, got {critic!r}")
+        critic.attach(sim.model.policy)
     rng = np.random.default_rng(seed)
     windows = int(episode_steps) // sim.T
     clock = {"window": 0, "states": None, "weights": None}
@@ -56,11 +66,15 @@ def train_policy(sim, loss, reset, *, episode_steps, iterations=100, optimizer=N
             clock["states"] = reset(rng, sim.B)
         sim.set_initial_state(**clock["states"])
         sim.set_params(w_policy=values["w_policy"])
-        g = sim.gradient(loss)
-        states = sim.state_layout.unpack(download(sim.x))
-        clock["states"] = {name: value[:, -1] for name, value in states.items()}
+        if critic is None:
+            g = sim.gradient(loss)
+            value = g.value / sim.B
+            states = sim.state_layout.unpack(download(sim.x))
+        else:
+            value, g, states = _bootstrapped(sim, loss, critic)
+        clock["states"] = {name: array[:, -1] for name, array in states.items()}
         clock["window"] += 1
-        return g.value / sim.B, {"w_policy": g.params["w_policy"].mean(axis=0)}
+        return value, {"w_policy": g.params["w_policy"].mean(axis=0)}
 
     def follow(iteration, values, value):
         clock["weights"] = values["w_policy"]
@@ -70,8 +84,28 @@ def train_policy(sim, loss, reset, *, episode_steps, iterations=100, optimizer=N
     result = minimize(objective, {"w_policy": start}, optimizer=optimizer or Adam(lr=1e-3), iterations=iterations,
                       clip=clip, callback=follow, description="training the policy",
                       problem={"system": type(sim).__name__, "window": sim.T, "batch": sim.B,
-                               "episode_steps": int(episode_steps), "seed": seed}, **options)
+                               "episode_steps": int(episode_steps), "seed": seed, "critic": critic is not None},
+                      **options)
     final = start if clock["weights"] is None else clock["weights"]
     sim.set_params(w_policy=final)
     result.values = {"w_policy": np.array(final)}
     return result
+
+
+def _bootstrapped(sim, loss, critic):
+    """The window's loss plus gamma^T V(x[T]) / T: (its mean over the batch, the gradient, the window's states); the
+    critic is fitted to the window afterwards. The bootstrap's gradient with respect to x[T] enters the backward pass
+    as a quadratic term whose slope at x[T] is that gradient: the same gradient, from a loss the engine has."""
+    from tisim.core.losses import TerminalTarget
+
+    states = sim.rollout()
+    last = {name: array[:, -1] for name, array in states.items()}
+    mean, scale = sim.params["obs_mean"][0], sim.params["obs_scale"][0]
+    values, slopes = critic.value_gradient(last, mean, scale)
+    factor = critic.gamma ** sim.T / sim.T
+    half = {name: 0.5 * factor * slope for name, slope in slopes.items()}
+    g = sim.gradient(loss + TerminalTarget({name: last[name] - half[name] for name in last}))
+    quadratic = sum(np.sum(h.reshape(sim.B, -1) ** 2, axis=1) for h in half.values())
+    window = g.per_batch - quadratic + factor * values
+    critic.fit(states, mean, scale)
+    return float(window.mean()), g, states
