@@ -101,6 +101,31 @@ def test_vector_actions_and_shared_models():
     np.testing.assert_allclose(plain.rollout()["x"], traj["x"], rtol=0, atol=1e-12)
 
 
+def test_an_articulated_body_closes_the_loop():
+    # the 3D double pendulum (two motors, joint angles observed through sines and cosines) with a network acting on
+    # both motors: its rollout is the open-loop one under the actions the numpy law gives
+    from tisim.systems.articulation import Articulation
+
+    Arm = closed_loop(Articulation, hidden=(4,), limit=1.0, angles=("q",))
+    sim = Arm(horizon=20, batch=2, seed=0, q=np.array([[0.3, -0.2], [0.1, 0.5]]))
+    assert sim.model.policy.n_observations == 6 and sim.params["w_policy"].shape == (2, 6 * 4 + 4 + 4 * 2 + 2)
+    traj = sim.rollout()
+    p = sim.params
+    actions = np.stack([sim.model.policy.act_numpy(p["w_policy"][b], p["obs_mean"][b], p["obs_scale"][b],
+                                                   {k: v[b, :-1] for k, v in traj.items()}) for b in range(2)])
+    assert np.ptp(actions) > 0.1
+    plain = Articulation(horizon=20, batch=2, q=traj["q"][:, 0], qd=traj["qd"][:, 0])
+    plain.set_actions(actions)
+    replay = plain.rollout()
+    for name in traj:
+        np.testing.assert_allclose(replay[name], traj[name], rtol=0, atol=1e-12)
+    loss = tisim.losses.TerminalTarget({"q": np.zeros(2)})
+    assert np.abs(sim.gradient(loss).params["w_policy"]).max() > 1e-3
+    # 16 entries evenly spread over the parameters: 7 of the weights, the normalization, the bodies' and joints'
+    report = gradcheck(sim, loss, groups=("params",), max_entries=16, extrapolate=True)
+    assert report.worst < 1e-6, str(report)
+
+
 def test_normalization_standardizes_observations():
     sim = swing(batch=4)
     traj = sim.rollout()
