@@ -66,17 +66,6 @@ def pytest_configure(config):
                                        "of what faster tests already check, or a long soak)")
 
 
-# The files that take longest, most of it compiling kernels on a fresh clone, start first: make test hands whole files
-# to two workers, and a long file handed out last would leave one worker running it alone at the end
-LONGEST_FIRST = ("test_mpm_gradients.py", "test_demos.py", "test_docs.py", "test_contract.py", "test_surface.py",
-                 "test_mpm.py", "test_complementarity.py", "test_gui.py", "test_threads.py")
-
-
-def pytest_collection_modifyitems(session, config, items):
-    rank = {name: k for k, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(LONGEST_FIRST)))  # stable: the others keep their order
-
-
 def pytest_generate_tests(metafunc):
     if metafunc.definition.get_closest_marker("perturbed"):
         metafunc.fixturenames.append("last_bits")
