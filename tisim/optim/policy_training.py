@@ -109,3 +109,67 @@ def _bootstrapped(sim, loss, critic):
     window = g.per_batch - quadratic + factor * values
     critic.fit(states, mean, scale)
     return float(window.mean()), g, states
+
+
+def train_policy_and_model(sim, plant, loss, reset, names, *, episode_steps, iterations=100, optimizer=None,
+                           clip=1.0, seed=0, callback=None, **options):
+    """Train the policy of ``sim`` on ``sim`` while fitting its parameters ``names`` to what ``plant`` does, in one
+    loop: the model is identified from the data the policy collects while the policy learns on the model.
+
+    plant: the system the policy is meant for, standing in for hardware: a simulator of sim's closed-loop class whose
+        parameters differ from the model's (the loop never reads them). Each iteration runs the current policy on it
+        for one window, from where its episodes stand, and records the states.
+    Then the model replays that window, from the same states with the same policy, and the parameters ``names`` step
+    along the gradient of the tracking error against the recording (in log space: they must be > 0); the policy
+    steps along the gradient of ``loss`` over that window on the model. Both are one backward pass each, and one
+    optimizer (Adam(lr=1e-3) by default) takes both steps. clip, seed, callback(iteration, weights, loss) and the other
+    options are as in ``train_policy``. The final weights and parameters are left set on ``sim``; the ``Result`` has
+    them in values, and in its history each iteration's window loss on the model.
+    """
+    from tisim.core.losses import Tracking
+
+    if getattr(type(sim), "OPEN_LOOP", None) is None or type(plant) is not type(sim) or plant.T != sim.T or \
+            plant.B != sim.B:
+        raise TypeError("train_policy_and_model: sim and plant must be closed-loop simulators (tisim.policy."
+                        "closed_loop) of one class, horizon and batch")
+    if isinstance(names, str) or not names or any(n not in sim.param_layout.names for n in names) or \
+            any(n in ("w_policy", "obs_mean", "obs_scale") for n in names):
+        raise ValueError(f"train_policy_and_model: names must be a list of the model's physical parameters, among "
+                         f"{[n for n in sim.param_layout.names if n not in ('w_policy', 'obs_mean', 'obs_scale')]}, "
+                         f"got {names!r}")
+    if isinstance(episode_steps, bool) or not isinstance(episode_steps, (int, np.integer)) or \
+            episode_steps < sim.T or episode_steps % sim.T:
+        raise ValueError(f"train_policy_and_model: episode_steps must be a multiple of the window (sim's horizon, "
+                         f"{sim.T}), got {episode_steps!r}")
+    rng = np.random.default_rng(seed)
+    windows = int(episode_steps) // sim.T
+    clock = {"window": 0, "states": None, "values": None}
+
+    def objective(values):
+        if clock["window"] % windows == 0:
+            clock["states"] = reset(rng, sim.B)
+        for simulator in (plant, sim):
+            simulator.set_initial_state(**clock["states"])
+            simulator.set_params(w_policy=values["w_policy"])
+        sim.set_params(**{name: values[name] for name in names})
+        recorded = plant.rollout()
+        fit = sim.gradient(Tracking(recorded))
+        g = sim.gradient(loss)
+        clock["states"] = {name: array[:, -1] for name, array in recorded.items()}
+        clock["window"] += 1
+        return g.value / sim.B, {"w_policy": g.params["w_policy"].mean(axis=0),
+                                 **{name: fit.params[name].sum(axis=0) for name in names}}
+
+    def follow(iteration, values, value):
+        clock["values"] = values
+        return bool(callback and callback(iteration, values["w_policy"], value))
+
+    start = {"w_policy": np.array(sim.params["w_policy"][0]), **{name: np.array(sim.params[name][0]) for name in names}}
+    result = minimize(objective, start, optimizer=optimizer or Adam(lr=1e-3), iterations=iterations, clip=clip,
+                      log_space=tuple(names), callback=follow, description="training the policy and the model",
+                      problem={"system": type(sim).__name__, "window": sim.T, "batch": sim.B, "names": list(names),
+                               "episode_steps": int(episode_steps), "seed": seed}, **options)
+    final = start if clock["values"] is None else clock["values"]
+    sim.set_params(**final)
+    result.values = {name: np.array(value) for name, value in final.items()}
+    return result

@@ -4,6 +4,7 @@ optimize_actions      trajectory optimization: the action sequence a[0:T] that m
 identify              system identification: the parameters under which the rollouts match recorded data
 receding_horizon      model-predictive control: plan H steps on a planner, apply the first k to a plant, shift, re-plan
 train_policy          a closed-loop policy trained through the simulator, window by window (policy_training.py)
+train_policy_and_model   the same while the model's parameters are fitted to what a plant does under the policy
 """
 from dataclasses import dataclass
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from tisim.core.protocol import Protocol
 from tisim.optim.optimizers import Adam, minimize
-from tisim.optim.policy_training import train_policy  # noqa: F401 (one of the loops, listed above)
+from tisim.optim.policy_training import train_policy, train_policy_and_model  # noqa: F401 (loops listed above)
 
 
 def optimize_actions(sim, loss, *, limits=None, iterations=200, optimizer=None, initial=None, **options):
