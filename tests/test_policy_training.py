@@ -20,16 +20,32 @@ def untrained():
 
 
 @pytest.mark.perturbed
-def test_the_swing_up_is_learned_over_seeds(untrained, last_bits):
+def test_the_swing_up_is_learned_over_seeds_and_holds_a_heavier_pushed_pole(untrained, last_bits):
     # measured: every seed balances at least 94% of the 32 evaluation episodes after 800 iterations (1M environment
-    # steps), return about -900 from -2000 to -3500 untrained; the assertions leave room for a seed to fail
+    # steps), return about -900 from -2000 to -3500 untrained, and keeps a 20% heavier pole up through the push where
+    # its own forces replayed open-loop let it fall; the assertions leave room for a seed to fail
     evaluation = demo.Evaluation()
-    finals = [evaluation(demo.train(seed, "apg", ITERATIONS, evaluation, every=ITERATIONS)[0]) for seed in SEEDS]
+    weights = [demo.train(seed, "apg", ITERATIONS, evaluation, every=ITERATIONS)[0] for seed in SEEDS]
+    finals = [evaluation(w) for w in weights]
     shares = np.array([share for _, share, _ in finals])
     returns = np.array([value for value, _, _ in finals])
     assert np.sum(shares >= 0.8) >= 2, shares
     assert np.median(returns) > -1100, returns
     assert np.all(returns > np.array([value for value, _, _ in untrained])), returns
+    held = []
+    for w in weights:
+        pushed = demo.robustness(w, demo.open_loop_plan(w))["heavier_pushed"]
+        held.append(pushed["policy_balanced"] >= 0.8 and not pushed["plan_balanced"])
+    assert sum(held) >= 2, held
+
+
+def test_the_policys_forces_replayed_open_loop_give_its_motion():
+    # the comparison's premise: on the nominal pole the replay is the closed loop's motion, to rounding
+    weights = demo.Swing(horizon=1, seed=3).params["w_policy"][0]
+    forces = demo.open_loop_plan(weights)
+    loop = demo.Swing(horizon=demo.EPISODE, dt=demo.DT, theta=np.pi, w_policy=weights)
+    loop.set_params(obs_scale=demo.SCALE)
+    np.testing.assert_allclose(demo.replay_open_loop(forces)["theta"], loop.rollout()["theta"], rtol=0, atol=1e-9)
 
 
 @pytest.mark.stress
@@ -42,19 +58,6 @@ def test_shac_learns_the_swing_up_with_half_the_window(last_bits):
     finals = [evaluation(demo.train(seed, "shac", None, evaluation, every=1000)[0]) for seed in range(4)]
     shares = np.array([share for _, share, _ in finals])
     assert np.sum(shares >= 0.8) >= 2, shares
-
-
-def test_the_policy_beats_its_own_forces_replayed_open_loop():
-    # the feedback is what holds a heavier pole: the policy's nominal forces, replayed, reproduce its motion exactly
-    # on the nominal pole and fall on the heavier one
-    weights, _ = demo.train(1, "apg", ITERATIONS, every=ITERATIONS)
-    forces = demo.open_loop_plan(weights)
-    loop = demo.Swing(horizon=demo.EPISODE, dt=demo.DT, theta=np.pi, w_policy=weights)
-    loop.set_params(obs_scale=demo.SCALE)
-    np.testing.assert_allclose(demo.replay_open_loop(forces)["theta"], loop.rollout()["theta"], rtol=0, atol=1e-9)
-    figures = demo.robustness(weights, forces)
-    assert figures["heavier_pushed"]["policy_balanced"] >= 0.8
-    assert not figures["heavier"]["plan_balanced"] and not figures["heavier_pushed"]["plan_balanced"]
 
 
 def joint_fit(seed, iterations):
@@ -71,10 +74,11 @@ def joint_fit(seed, iterations):
 
 @pytest.mark.perturbed
 def test_the_model_is_identified_while_the_policy_learns(last_bits):
-    # measured (exact inputs, seeds 0 and 1): the pole mass within 0.2% and the friction within 0.5% from iteration
-    # 300 on; after 1500 iterations the policy balances every evaluation episode on the plant (make stress)
+    # measured (exact inputs, seed 0): the pole mass within 0.2% and the friction within 0.5% from iteration 300 on
+    # (10% off at iteration 100); after 1500 iterations the policy balances every evaluation episode on the plant in
+    # seeds 0 and 1 (make stress)
     for seed in (0, 1):
-        result = joint_fit(seed, 400)
+        result = joint_fit(seed, 300)
         assert result.values["m_pole"] == pytest.approx(0.13, rel=0.01), result.values["m_pole"]
         assert result.values["mu_cart"] == pytest.approx(0.05, rel=0.02), result.values["mu_cart"]
 
