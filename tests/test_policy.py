@@ -160,5 +160,7 @@ def test_refusals():
         sim.set_params(obs_scale=0.0)
     with pytest.raises(ValueError, match="w_policy"):
         sim.set_params(w_policy=np.zeros(3))
+    with pytest.raises(ValueError, match="states must be .*'theta_dot'"):
+        normalization(sim, {"x": np.zeros(3), "theta": np.zeros(3)})
     with pytest.raises(TypeError, match="continuous_adjoint.*ClosedLoopCartpole does not"):
         sim.gradient(tisim.losses.TerminalTarget({"x": 0.0}), method="continuous_adjoint")

@@ -103,6 +103,8 @@ def test_refusals():
         train_policy(sim, loss, None, episode_steps=8)
     with pytest.raises(TypeError, match="one class, horizon and batch"):
         train_policy_and_model(sim, demo.Swing(horizon=5), loss, demo.reset, ["m_pole"], episode_steps=8)
+    with pytest.raises(TypeError, match="train_policy_and_model: reset must be a function"):
+        train_policy_and_model(sim, demo.Swing(horizon=4), loss, "reset", ["m_pole"], episode_steps=8)
     with pytest.raises(ValueError, match="physical parameters.*'w_policy'"):
         train_policy_and_model(sim, demo.Swing(horizon=4), loss, demo.reset, ["w_policy"], episode_steps=8)
 

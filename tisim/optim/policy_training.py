@@ -25,6 +25,32 @@ from tisim.core.trajectory import download
 from tisim.optim.optimizers import Adam, minimize
 
 
+class Episodes:
+    """The environments' clock: where each window starts. Every episode_steps steps (a multiple of the window) the
+    episodes start again from reset(rng, B); in between, a window starts where the last one ended."""
+
+    def __init__(self, owner, sim, reset, episode_steps, seed):
+        if isinstance(episode_steps, bool) or not isinstance(episode_steps, (int, np.integer)) or \
+                episode_steps < sim.T or episode_steps % sim.T:
+            raise ValueError(f"{owner}: episode_steps must be a multiple of the window (sim's horizon, {sim.T}), "
+                             f"got {episode_steps!r}")
+        if not callable(reset):
+            raise TypeError(f"{owner}: reset must be a function (rng, batch) -> {{state: array}}, got {reset!r}")
+        self.reset, self.batch, self.rng = reset, sim.B, np.random.default_rng(seed)
+        self.windows, self.window, self.states = int(episode_steps) // sim.T, 0, None
+
+    def start(self):
+        """The states the next window starts from."""
+        if self.window % self.windows == 0:
+            self.states = self.reset(self.rng, self.batch)
+        return self.states
+
+    def ended(self, states):
+        """Record where the window ended: states {name: (B, T + 1, ...)}."""
+        self.states = {name: array[:, -1] for name, array in states.items()}
+        self.window += 1
+
+
 def train_policy(sim, loss, reset, *, episode_steps, iterations=100, optimizer=None, clip=1.0, critic=None, seed=0,
                  callback=None, **options):
     """Train the policy of ``sim`` (a closed-loop simulator, ``tisim.policy.closed_loop``) to minimize ``loss``.
@@ -45,26 +71,17 @@ def train_policy(sim, loss, reset, *, episode_steps, iterations=100, optimizer=N
     if getattr(type(sim), "OPEN_LOOP", None) is None:
         raise TypeError(f"train_policy: sim must be a closed-loop simulator (tisim.policy.closed_loop), got "
                         f"{type(sim).__name__}")
-    if isinstance(episode_steps, bool) or not isinstance(episode_steps, (int, np.integer)) or \
-            episode_steps < sim.T or episode_steps % sim.T:
-        raise ValueError(f"train_policy: episode_steps must be a multiple of the window (sim's horizon, {sim.T}), "
-                         f"got {episode_steps!r}")
-    if not callable(reset):
-        raise TypeError(f"train_policy: reset must be a function (rng, batch) -> {{state: array}}, got {reset!r}")
+    episodes = Episodes("train_policy", sim, reset, episode_steps, seed)
     if critic is not None:
         from tisim.optim.critic import Critic
 
         if not isinstance(critic, Critic):
             raise TypeError(f"train_policy: critic must be a tisim.optim.critic.Critic or None, got {critic!r}")
         critic.attach(sim.model.policy)
-    rng = np.random.default_rng(seed)
-    windows = int(episode_steps) // sim.T
-    clock = {"window": 0, "states": None, "weights": None}
+    clock = {"weights": None}
 
     def objective(values):
-        if clock["window"] % windows == 0:
-            clock["states"] = reset(rng, sim.B)
-        sim.set_initial_state(**clock["states"])
+        sim.set_initial_state(**episodes.start())
         sim.set_params(w_policy=values["w_policy"])
         if critic is None:
             g = sim.gradient(loss)
@@ -72,8 +89,7 @@ def train_policy(sim, loss, reset, *, episode_steps, iterations=100, optimizer=N
             states = sim.state_layout.unpack(download(sim.x))
         else:
             value, g, states = _bootstrapped(sim, loss, critic)
-        clock["states"] = {name: array[:, -1] for name, array in states.items()}
-        clock["window"] += 1
+        episodes.ended(states)
         return value, {"w_policy": g.params["w_policy"].mean(axis=0)}
 
     def follow(iteration, values, value):
@@ -137,26 +153,19 @@ def train_policy_and_model(sim, plant, loss, reset, names, *, episode_steps, ite
         raise ValueError(f"train_policy_and_model: names must be a list of the model's physical parameters, among "
                          f"{[n for n in sim.param_layout.names if n not in ('w_policy', 'obs_mean', 'obs_scale')]}, "
                          f"got {names!r}")
-    if isinstance(episode_steps, bool) or not isinstance(episode_steps, (int, np.integer)) or \
-            episode_steps < sim.T or episode_steps % sim.T:
-        raise ValueError(f"train_policy_and_model: episode_steps must be a multiple of the window (sim's horizon, "
-                         f"{sim.T}), got {episode_steps!r}")
-    rng = np.random.default_rng(seed)
-    windows = int(episode_steps) // sim.T
-    clock = {"window": 0, "states": None, "values": None}
+    episodes = Episodes("train_policy_and_model", sim, reset, episode_steps, seed)
+    clock = {"values": None}
 
     def objective(values):
-        if clock["window"] % windows == 0:
-            clock["states"] = reset(rng, sim.B)
+        first = episodes.start()
         for simulator in (plant, sim):
-            simulator.set_initial_state(**clock["states"])
+            simulator.set_initial_state(**first)
             simulator.set_params(w_policy=values["w_policy"])
         sim.set_params(**{name: values[name] for name in names})
         recorded = plant.rollout()
         fit = sim.gradient(Tracking(recorded))
         g = sim.gradient(loss)
-        clock["states"] = {name: array[:, -1] for name, array in recorded.items()}
-        clock["window"] += 1
+        episodes.ended(recorded)
         return g.value / sim.B, {"w_policy": g.params["w_policy"].mean(axis=0),
                                  **{name: fit.params[name].sum(axis=0) for name in names}}
 
