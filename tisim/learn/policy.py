@@ -71,15 +71,19 @@ class Policy:
         return f"Policy({self.network!r}{squash})"
 
     # ---- the same law in numpy: for environments, evaluation and tests ----------------------------------------------
-    def features_numpy(self, states):
-        """phi(x) of named states {name: (..., *shape)}, as a rollout returns them -> (..., n_observations)."""
+    def pack(self, states):
+        """Named states {name: (..., *shape)}, as a rollout returns them, packed in the state's order -> (..., S)."""
         try:
             lead = np.shape(states[self.shapes[0][0]])[:np.ndim(states[self.shapes[0][0]]) - len(self.shapes[0][1])]
-            packed = np.concatenate([np.reshape(np.asarray(states[name], dtype=np.float64), lead + (-1,))
-                                     for name, _ in self.shapes], axis=-1)
+            return np.concatenate([np.reshape(np.asarray(states[name], dtype=np.float64), lead + (-1,))
+                                   for name, _ in self.shapes], axis=-1)
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"policy: states must be {{name: array}} with every state {[n for n, _ in self.shapes]} "
                              f"of shape (..., *shape) ({error})") from None
+
+    def features_numpy(self, states):
+        """phi(x) of named states {name: (..., *shape)} -> (..., n_observations)."""
+        packed = self.pack(states)
         columns = []
         for k, kind in self.plan:
             value = packed[..., k]

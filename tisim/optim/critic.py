@@ -92,8 +92,7 @@ class Critic:
         layers = self._forward(self.weights, inputs)
         _, input_bar = self._backward(self.weights, layers, np.ones((len(inputs), 1)))
         phi_bar = input_bar / scale
-        packed = np.concatenate([np.reshape(states[name], (len(inputs), -1)) for name, _ in self.policy.shapes],
-                                axis=1)
+        packed = self.policy.pack(states)
         x_bar = np.zeros_like(packed)
         for column, (k, kind) in enumerate(self.policy.plan):
             slope = 1.0 if kind == 0 else np.cos(packed[:, k]) if kind == 1 else -np.sin(packed[:, k])
@@ -123,10 +122,9 @@ class Critic:
         return out, inputs[:, :-1]
 
     def fit(self, traj, mean, scale):
-        """Fit the critic to the window's TD(lambda) targets; returns the mean squared error of the last pass."""
+        """Fit the critic to the window's TD(lambda) targets; returns the mean squared error after the fit."""
         targets, inputs = self.targets(traj, mean, scale)
         x, y = inputs.reshape(-1, inputs.shape[-1]), targets.reshape(-1)
-        error = np.nan
         for _ in range(self.epochs):
             order = self.rng.permutation(len(y))
             for part in np.array_split(order, self.minibatches):
@@ -134,6 +132,6 @@ class Critic:
                 residual = layers[-1][:, 0] - y[part]
                 grad, _ = self._backward(self.weights, layers, (2.0 / len(part)) * residual[:, None])
                 self.weights = self.optimizer.step({"w": self.weights}, {"w": grad})["w"]
-            error = float(np.mean((self.value(x) - y) ** 2))
+        error = float(np.mean((self.value(x) - y) ** 2))
         self.target = self.tau * self.target + (1.0 - self.tau) * self.weights
         return error
