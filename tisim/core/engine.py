@@ -297,10 +297,10 @@ class System:
             w = self._scratch(self.T)
             launch(self._evaluate_kernel, self.x, self.x0, self.theta, self.u, w, w.grad, self.dt, self.loss,
                    loss.time, loss.offset, loss.w, loss.target, loss.linear, loss.w_effort, self._status_host,
-                   self.x.grad, self.theta.grad, self.u.grad, self.loss.grad, self._serial, grads)
+                   self.x.grad, self.theta.grad, self.u.grad, self.loss.grad, self._serial, int(grads))
         else:  # Custom losses are kernels of their own, and so is each step on the per-step schedule
             launch(begin, self.x, self.x0, self.loss, self.x.grad, self.theta.grad, self.u.grad, self.loss.grad,
-                   self._serial, grads)
+                   self._serial, int(grads))
             self._steps(self.x, self.u, 0, self.T, self._serial)
             loss.forward(self.x, self.theta, self.u, self.loss, self._serial, launch)
             launch(finish, self.x, self.loss, self._status_host, self._serial)

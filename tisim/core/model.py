@@ -84,7 +84,7 @@ class Model:
                   target: ti.types.ndarray(ndim=2), linear: ti.types.ndarray(ndim=1), w_effort: float,
                   status: ti.types.ndarray(ndim=2), x_grad: ti.types.ndarray(ndim=3),
                   theta_grad: ti.types.ndarray(ndim=2), u_grad: ti.types.ndarray(ndim=3),
-                  loss_grad: ti.types.ndarray(ndim=1), serial: ti.template(), grads: ti.template()):
+                  loss_grad: ti.types.ndarray(ndim=1), serial: ti.template(), grads: ti.i32):
         # A whole forward pass in one launch (begin, _rollout, the built-in loss terms, finish): on a small system
         # each launch costs more than its work. Each state row is cleared just before its step and checked just
         # after it, while it is in cache, unrolled over a small state (a loop of 4 costs more than its body).
@@ -92,9 +92,10 @@ class Model:
         ti.loop_config(serialize=serial)
         for b in range(x.shape[0]):
             prepare_grads(x_grad, theta_grad, u_grad, loss, loss_grad, b, grads)
-            if ti.static(grads and not self.fused_reverse):  # else each step's reverse zeroes its own
-                for k in range(scratch.shape[1]):
-                    scratch_grad[b, k] = 0.0
+            if ti.static(not self.fused_reverse):  # else each step's reverse zeroes its own
+                if grads:
+                    for k in range(scratch.shape[1]):
+                        scratch_grad[b, k] = 0.0
             first = x.shape[1]
             for k in range(x.shape[2]):
                 x[b, 0, k] = x0[b, k]

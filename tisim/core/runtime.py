@@ -20,6 +20,7 @@ with warnings.catch_warnings():
 
 ARCHS = {"cpu": ti.cpu, "cuda": ti.cuda, "vulkan": ti.vulkan, "metal": ti.metal, "gpu": ti.gpu}
 PRECISIONS = {"f32": ti.f32, "f64": ti.f64}
+CACHE_BYTES = 1 << 30  # the offline cache's size limit (Taichi's default is 100 MB: see init)
 
 _settings = None  # the settings of the live runtime, or None before the first init
 _generation = 0  # bumped by every (re)initialization; arrays of an older generation are dead
@@ -85,6 +86,11 @@ def init(arch="cpu", precision="f64", deterministic=False, threads=None, debug=F
         options["offline_cache_file_path"] = folder
     if threads is not None:
         options["cpu_max_num_threads"] = threads
+    if "TI_OFFLINE_CACHE_MAX_SIZE_OF_FILES" not in os.environ:
+        # Taichi drops the least recently used quarter of its cache once the folder passes 100 MB. One MPM model's
+        # kernels take a few MB and tisim's tests about 130 MB, so a session using a few systems kept evicting
+        # kernels it would compile again (half a minute each for MPM's backward pass).
+        options["offline_cache_max_size_of_files"] = CACHE_BYTES
     ti.init(**options)
     _settings = settings
     _generation += 1

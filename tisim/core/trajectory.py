@@ -19,10 +19,11 @@ SERIAL_WORK = 20_000  # element-steps below which a kernel's batch loop is seria
 
 @ti.func
 def prepare_grads(x_grad: ti.template(), theta_grad: ti.template(), u_grad: ti.template(), loss: ti.template(),
-                  loss_grad: ti.template(), b, grads: ti.template()):
+                  loss_grad: ti.template(), b, grads):
     # The engine zeroes its own gradients only (not every field in the program, as Tape would), and only before a
-    # pass that will go backward: on a large body they are as big as the trajectory.
-    if ti.static(grads):
+    # pass that will go backward: on a large body they are as big as the trajectory. grads is a runtime flag, not a
+    # template: the forward kernel that calls this holds the whole step, and a template would compile it twice.
+    if grads:
         for t in range(x_grad.shape[1]):
             for k in range(x_grad.shape[2]):
                 x_grad[b, t, k] = 0.0
@@ -70,7 +71,7 @@ def nonfinite_row(x: ti.template(), b, t, unrolled: ti.template()):
 
 @ti.func
 def prepare(x: ti.template(), x0: ti.template(), loss: ti.template(), x_grad: ti.template(),
-            theta_grad: ti.template(), u_grad: ti.template(), loss_grad: ti.template(), b, grads: ti.template()):
+            theta_grad: ti.template(), u_grad: ti.template(), loss_grad: ti.template(), b, grads):
     for k in range(x.shape[2]):
         x[b, 0, k] = x0[b, k]
     for t in range(1, x.shape[1]):
@@ -92,7 +93,7 @@ def record_status(x: ti.template(), loss: ti.template(), status: ti.template(), 
 @ti.kernel
 def begin(x: ti.types.ndarray(ndim=3), x0: ti.types.ndarray(ndim=2), loss: ti.types.ndarray(ndim=1),
           x_grad: ti.types.ndarray(ndim=3), theta_grad: ti.types.ndarray(ndim=2), u_grad: ti.types.ndarray(ndim=3),
-          loss_grad: ti.types.ndarray(ndim=1), serial: ti.template(), grads: ti.template()):
+          loss_grad: ti.types.ndarray(ndim=1), serial: ti.template(), grads: ti.i32):
     ti.loop_config(serialize=serial)
     for b in range(x.shape[0]):
         prepare(x, x0, loss, x_grad, theta_grad, u_grad, loss_grad, b, grads)
