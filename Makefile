@@ -54,6 +54,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/taichi_cpu_limits.py
 	$(PY) benchmarks/sweep.py
 	$(PY) benchmarks/envs.py
+	$(PY) benchmarks/policy_baselines.py
 
 clean:
 	rm -rf $(VENV) out .cache *.egg-info
