@@ -13,7 +13,7 @@
 #         needed about 3x the steps for the same returns; 64, as in Xu et al., more still in 600 iterations)
 #   ppo   stable_baselines3.PPO("MlpPolicy"): 16 environments (tisim's SimulatedVectorEnv, one simulator), n_steps 256,
 #         batch 256, 10 epochs, lr 3e-4, gamma 0.99, GAE 0.95, clip 0.2, networks (64, 64) tanh, observations and
-#         rewards normalized (VecNormalize): the settings RL Zoo uses for continuous control of this size
+#         rewards normalized (VecNormalize): common settings for a small continuous-control task
 #   cem   the policy network's weights (one tanh layer of 16, as SHAC's) sampled 64 at a time, each scored on 4
 #         episodes of the training task run as one batch with the other candidates; the best 8 refit the mean and
 #         spread
