@@ -57,7 +57,7 @@ class Score:
 
         import tisim.envs  # noqa: F401 (registers the environments)
         self.envs = gymnasium.make_vec(TASK, num_envs=EPISODES)
-        self.steps = self.envs.unwrapped.task.episode_steps if hasattr(self.envs.unwrapped, "task") else 240
+        self.steps = self.envs.unwrapped.task.episode_steps
 
     def __call__(self, act):
         obs, _ = self.envs.reset(seed=EVALUATION_SEED)

@@ -1,4 +1,5 @@
 """The runtime: initialization, simulator lifetime and reproducibility."""
+import os
 import sys
 import types
 
@@ -23,6 +24,14 @@ def test_init_is_idempotent():
     tisim.init(**TEST_SETTINGS)
     assert runtime.generation() == generation
     assert sim.rollout()["x"].shape == (1, 3)
+
+
+def test_the_offline_cache_keeps_a_gibibyte():
+    """tisim.init raises Taichi's cache limit (100 MB, past which Taichi deletes a quarter of the cache) unless the
+    user's TI_OFFLINE_CACHE_MAX_SIZE_OF_FILES says otherwise."""
+    limit = int(os.environ.get("TI_OFFLINE_CACHE_MAX_SIZE_OF_FILES", runtime.CACHE_BYTES))
+    assert runtime.CACHE_BYTES == 2 ** 30
+    assert impl.current_cfg().offline_cache_max_size_of_files == limit
 
 
 def test_two_thousand_simulators_in_one_process():
