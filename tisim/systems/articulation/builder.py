@@ -13,7 +13,7 @@ with a ValueError naming the body, joint or motor and the argument.
 """
 import numpy as np
 
-from tisim.systems.articulation.tree import HINGE, SLIDE, Tree
+from tisim.systems.articulation.tree import BALL, FREE, HINGE, SLIDE, Tree
 
 _INTEGRATORS = ("euler", "rk4")
 
@@ -127,6 +127,9 @@ class Builder:
             raise ValueError(f"{label}: joints must be added in body order (a body's joints together, bodies in "
                              f"order), but {self._joint_label(index - 1)} is on a later body, "
                              f"{self._body_label(self._joints[-1]['body'])}")
+        if any(j["body"] == body and j["type"] == FREE for j in self._joints):
+            raise ValueError(f"{label}: {self._body_label(body)} is free already: a free joint must be its body's "
+                             "only joint")
         self._joints.append(dict(
             name=name, type=kind, body=int(body), axis=_unit(axis, 3, f"{label}: axis"),
             pos=_vector(pos, 3, f"{label}: pos"),
@@ -149,6 +152,26 @@ class Builder:
         """Add a slide to `body` and return its joint index: a shift along axis (body frame); range in m."""
         return self._joint(SLIDE, body, axis, pos, damping, armature, stiffness, springref, range, name)
 
+    def ball(self, body, pos=(0.0, 0.0, 0.0), damping=0.0, armature=0.0, name=""):
+        """Add a ball joint to `body` and return its joint index: the body turns freely about pos (body frame);
+        its coordinates are a quaternion, its velocities the angular velocity in the body's frame."""
+        return self._joint(BALL, body, (0.0, 0.0, 1.0), pos, damping, armature, 0.0, 0.0, None, name)
+
+    def free(self, body, damping=0.0, armature=0.0, name=""):
+        """Make `body` free and return its joint index: it must be a child of the world, and the joint its only
+        one. Its coordinates are the position of its frame and its orientation (a quaternion), starting at the
+        body's pos and quat; its velocities the linear velocity in the world and the angular one in its frame."""
+        label = f"free joint {len(self._joints)}" + (f" '{name}'" if isinstance(name, str) and name else "")
+        if isinstance(body, (int, np.integer)) and not isinstance(body, bool) and 1 <= body < len(self._bodies):
+            if self._bodies[body]["parent"] != 0:
+                raise ValueError(f"{label}: {self._body_label(body)} is not a child of the world (its parent is "
+                                 f"{self._body_label(self._bodies[body]['parent'])}): only a body hanging from the "
+                                 "world can be free")
+            if any(j["body"] == body for j in self._joints):
+                raise ValueError(f"{label}: {self._body_label(body)} has joints already: a free joint must be its "
+                                 "body's only joint")
+        return self._joint(FREE, body, (0.0, 0.0, 1.0), (0.0, 0.0, 0.0), damping, armature, 0.0, 0.0, None, name)
+
     def motor(self, joint, gear=1.0, ctrlrange=None, name=""):
         """Add a motor on `joint` and return its actuator index: force or torque gear x action, the action clamped
         to ctrlrange first (None: not clamped)."""
@@ -158,6 +181,9 @@ class Builder:
         if isinstance(joint, bool) or not isinstance(joint, (int, np.integer)) or not 0 <= joint < len(self._joints):
             raise ValueError(f"{label}: joint must be a joint added before (0 to {len(self._joints) - 1}), "
                              f"got {joint!r}")
+        if self._joints[joint]["type"] not in (HINGE, SLIDE):
+            raise ValueError(f"{label}: {self._joint_label(joint)} is a {self._joints[joint]['type']} joint: "
+                             "motors drive hinges and slides only")
         self._motors.append(dict(name=name, joint=int(joint), gear=_number(gear, f"{label}: gear"),
                                  ctrllimited=ctrlrange is not None,
                                  ctrlrange=np.zeros(2) if ctrlrange is None else _interval(ctrlrange,

@@ -9,22 +9,28 @@ intermediate a variable of its own in Taichi, where an expression used twice wou
 
 The algorithms, in world coordinates with spatial vectors taken about the world origin (angular part first):
 - forward kinematics in MuJoCo's order (a body's frame from its parent's, then its joints in turn, each about its
-  axis through its anchor), recording each degree of freedom's motion subspace S_j: (e, a x e) for a hinge with
-  world axis e through anchor a, (0, e) for a slide;
+  axis through its anchor), recording each degree of freedom's motion subspace S_d: (e, a x e) for a hinge with
+  world axis e through anchor a, (0, e) for a slide; a ball joint's three are turns about the axes of the body's
+  frame through its anchor, a free joint's the world's axes (moves) and then the body's axes through its origin
+  (turns), all as MuJoCo orders them;
 - the bias forces c(q, qd) = M qdd - tau at qdd = 0, gravity included, by the recursive Newton-Euler algorithm
   (RNEA): velocities and bias accelerations outward from the world (whose acceleration is -gravity), each body's
-  force I a + v x* I v, then the forces summed inward and projected on the joints;
+  force I a + v x* I v, then the forces summed inward and projected on the degrees of freedom. A joint's velocity
+  v_J = sum_d qd_d S_d adds v x v_J to the bias acceleration, v the velocity before it (its axes move with the
+  body it moves, and v_J x v_J = 0; a free joint's moves and turns count as two joints, the moves first);
 - the mass matrix M(q) by the composite-rigid-body algorithm (CRBA): M_ij = S_i . (I^c S_j), I^c the inertia of
-  the subtree beyond joint j, for joint i on the path from the world to joint j;
+  the subtree beyond degree of freedom j, for i on the path from the world to j;
 - joint forces: springs -k (q - q_ref), damping -d qd, motors gear x ctrl (clamped to ctrlrange where limited);
 - qacc from (M + diag(armature) [+ dt diag(damping)]) qacc = forces - c by an unrolled LDL^T factorization: the
-  dt term is MuJoCo's semi-implicit Euler, which treats damping implicitly.
+  dt term is MuJoCo's semi-implicit Euler, which treats damping implicitly;
+- positions advance as MuJoCo's mj_integratePos does: q + h qd for hinges and slides, a quaternion q times the turn
+  by h omega (omega in the body's frame), normalized, for ball and free joints.
 """
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from tisim.systems.articulation.tree import HINGE
+from tisim.systems.articulation.tree import BALL, COORDINATES, DOFS, FREE, HINGE, SLIDE
 
 
 class Ops(NamedTuple):
@@ -32,11 +38,12 @@ class Ops(NamedTuple):
 
     sin: Any
     cos: Any
+    sqrt: Any
     bind: Any
     clamp: Any
 
 
-NUMPY = Ops(np.sin, np.cos, lambda value: value, lambda x, low, high: min(max(x, low), high))
+NUMPY = Ops(np.sin, np.cos, np.sqrt, lambda value: value, lambda x, low, high: min(max(x, low), high))
 
 
 # ---- scalar arithmetic that folds the constants a tree's structure brings (axis-aligned frames: zeros and ones), so
@@ -141,6 +148,48 @@ def bind(ops, value):
     return ops.bind(value)
 
 
+# ---- quaternions (w, x, y, z) of expressions: ball and free joints ----------------------------------------------
+def quat_normalized(quat, ops):
+    norm = ops.bind(ops.sqrt(total(mul(c, c) for c in quat)))
+    return tuple(ops.bind(c / norm) for c in quat)
+
+
+def quat_product(a, b):
+    """The Hamilton product a b (first turn by b, then by a)."""
+    aw, ax, ay, az = a
+    bw, bx, by, bz = b
+    return (total((mul(aw, bw), -mul(ax, bx), -mul(ay, by), -mul(az, bz))),
+            total((mul(aw, bx), mul(ax, bw), mul(ay, bz), -mul(az, by))),
+            total((mul(aw, by), -mul(ax, bz), mul(ay, bw), mul(az, bx))),
+            total((mul(aw, bz), mul(ax, by), -mul(ay, bx), mul(az, bw))))
+
+
+def quat_rotation(quat):
+    """The rotation matrix of a unit quaternion of expressions."""
+    w, x, y, z = quat
+
+    def twice(a, b, c, d):  # 2 (a b + c d)
+        return 2.0 * (mul(a, b) + mul(c, d))
+    return ((1.0 - twice(y, y, z, z), twice(x, y, -w, z), twice(x, z, w, y)),
+            (twice(x, y, w, z), 1.0 - twice(x, x, z, z), twice(y, z, -w, x)),
+            (twice(x, z, -w, y), twice(y, z, w, x), 1.0 - twice(x, x, y, y)))
+
+
+def quat_advance(quat, omega, h, ops):
+    """MuJoCo's mju_quatIntegrate: the normalized quat turned by the angle h |omega| about omega (body frame).
+    A tiny term under the root keeps the turn's derivative finite at omega = 0 (it shifts |omega| by < 1e-15)."""
+    size = ops.bind(ops.sqrt(total(mul(c, c) for c in omega) + 1e-30))
+    half = ops.bind(0.5 * h * size)
+    along = ops.bind(ops.sin(half) / size)
+    turn = (ops.cos(half),) + tuple(mul(along, c) for c in omega)
+    return tuple(ops.bind(c) for c in quat_product(quat_normalized(quat, ops), turn))
+
+
+def quat_rate(quat, omega):
+    """dq/dt = q (0, omega) / 2 for an angular velocity omega in the body's frame."""
+    return tuple(mul(0.5, c) for c in quat_product(quat, (0.0,) + tuple(omega)))
+
+
 # ---- spatial algebra: motion (w, v) and force (n, f) about the world origin ------------------------------------------
 def cross_motion(a, b):
     """a x b for motions a = (w, v), b = (w2, v2): (w x w2, w x v2 + v x w2)."""
@@ -176,6 +225,8 @@ class Structure(NamedTuple):
     joints_of: tuple  # body -> its joints, in order
     joint_type: tuple
     joint_axis: tuple  # unit vectors, body frame
+    joint_coordinates: tuple  # joint -> the indices of its coordinates in q
+    joint_dofs: tuple  # joint -> the indices of its degrees of freedom in qd
     body_rotation: tuple  # body -> rotation matrix of its quat
     inertia_rotation: tuple  # body -> rotation matrix of its iquat
     actuator_joint: tuple
@@ -191,22 +242,44 @@ class Structure(NamedTuple):
     def n_joints(self):
         return len(self.joint_type)
 
-    def ancestors(self, joint):
-        """The joints on the path from the world to `joint`, itself included, in order."""
-        body = next(b for b, joints in enumerate(self.joints_of) if joint in joints)
-        path = [j for j in self.joints_of[body] if j <= joint]
+    @property
+    def n_dofs(self):
+        return sum(len(dofs) for dofs in self.joint_dofs)
+
+    @property
+    def n_coordinates(self):
+        return sum(len(coordinates) for coordinates in self.joint_coordinates)
+
+    @property
+    def dof_joint(self):
+        return tuple(j for j, dofs in enumerate(self.joint_dofs) for _ in dofs)
+
+    @property
+    def dof_body(self):
+        return tuple(b for b, joints in enumerate(self.joints_of) for j in joints for _ in self.joint_dofs[j])
+
+    def ancestors(self, dof):
+        """The degrees of freedom on the path from the world to `dof`, itself included, in order."""
+        body = self.dof_body[dof]
+        path = [d for j in self.joints_of[body] for d in self.joint_dofs[j] if d <= dof]
         body = self.parent[body]
         while body > 0:
-            path = list(self.joints_of[body]) + path
+            path = [d for j in self.joints_of[body] for d in self.joint_dofs[j]] + path
             body = self.parent[body]
         return path
 
 
 def structure_of(tree):
     joints_of = tuple(tuple(int(j) for j in np.flatnonzero(tree.joint_body == b)) for b in range(len(tree.parent)))
+    coordinates, dofs, nq, nv = [], [], 0, 0
+    for kind in tree.joint_type:
+        coordinates.append(tuple(range(nq, nq + COORDINATES[kind])))
+        dofs.append(tuple(range(nv, nv + DOFS[kind])))
+        nq, nv = nq + COORDINATES[kind], nv + DOFS[kind]
     return Structure(
         parent=tuple(int(p) for p in tree.parent), joints_of=joints_of, joint_type=tuple(tree.joint_type),
         joint_axis=tuple(tuple(float(c) for c in a / np.linalg.norm(a)) for a in tree.joint_axis),
+        joint_coordinates=tuple(coordinates), joint_dofs=tuple(dofs),
         body_rotation=tuple(quat_matrix(q) for q in tree.quat),
         inertia_rotation=tuple(quat_matrix(q) for q in tree.iquat),
         actuator_joint=tuple(int(j) for j in tree.actuator_joint),
@@ -237,25 +310,46 @@ def params_of(tree):
 
 # ---- the algorithms ----------------------------------------------------------------------------------------------
 def kinematics(st, p, q, ops):
-    """(rotation R_b and origin x_b of every body frame in the world, motion subspace S_j of every joint)."""
+    """(rotation R_b and origin x_b of every body frame in the world, motion subspace S_d of every degree of
+    freedom)."""
     identity = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
-    R, x, S = [identity], [(0.0, 0.0, 0.0)], [None] * st.n_joints
+    zero = (0.0, 0.0, 0.0)
+    R, x, S = [identity], [zero], [None] * st.n_dofs
     for b in range(1, st.n_bodies):
         parent = st.parent[b]
         rotation = matmul(R[parent], st.body_rotation[b])
         origin = add(x[parent], matvec(R[parent], tuple(p.offset[b])))
+        turning = []  # (dofs, anchor) of ball and free joints, whose axes are the body's final frame's
         for j in st.joints_of[b]:
+            kind, dofs, coordinates = st.joint_type[j], st.joint_dofs[j], st.joint_coordinates[j]
+            if kind == FREE:  # MuJoCo's free body: its frame is its coordinates, the body's pos and quat unread
+                origin = tuple(q[c] for c in coordinates[:3])
+                rotation = bind(ops, quat_rotation(quat_normalized([q[c] for c in coordinates[3:]], ops)))
+                for k in range(3):
+                    S[dofs[k]] = (zero, tuple(1.0 if i == k else 0.0 for i in range(3)))
+                turning.append((dofs[3:], origin))
+                continue
             anchor = add(origin, matvec(rotation, tuple(p.anchor[j])))
+            if kind == BALL:
+                turn = quat_rotation(quat_normalized([q[c] for c in coordinates], ops))
+                rotation = bind(ops, matmul(rotation, turn))
+                origin = sub(anchor, matvec(rotation, tuple(p.anchor[j])))
+                turning.append((dofs, anchor))
+                continue
             axis = matvec(rotation, st.joint_axis[j])
-            if st.joint_type[j] == HINGE:
-                turn = axis_rotation(axis, q[j], ops)
+            angle = q[coordinates[0]]
+            if kind == HINGE:
+                turn = axis_rotation(axis, angle, ops)
                 rotation = bind(ops, matmul(turn, rotation))
                 origin = add(anchor, matvec(turn, sub(origin, anchor)))
-                S[j] = (axis, cross(anchor, axis))
+                S[dofs[0]] = bind(ops, (axis, cross(anchor, axis)))
             else:
-                origin = add(origin, scale(q[j], axis))
-                S[j] = ((0.0, 0.0, 0.0), axis)
-            S[j] = bind(ops, S[j])
+                origin = add(origin, scale(angle, axis))
+                S[dofs[0]] = bind(ops, (zero, axis))
+        for dofs, anchor in turning:  # as MuJoCo's comPos: turns about the body's axes, through the anchor
+            for k, d in enumerate(dofs):
+                axis = (rotation[0][k], rotation[1][k], rotation[2][k])
+                S[d] = bind(ops, (axis, cross(anchor, axis)))
         R.append(bind(ops, rotation))
         x.append(bind(ops, origin))
     return R, x, S
@@ -286,8 +380,11 @@ def bias_and_mass(st, p, q, qd, ops):
     for b in range(1, st.n_bodies):
         v, a = velocity[st.parent[b]], accel[st.parent[b]]
         for j in st.joints_of[b]:
-            a = add_motion(a, scale_motion(qd[j], cross_motion(v, S[j])))
-            v = add_motion(v, scale_motion(qd[j], S[j]))
+            dofs = st.joint_dofs[j]
+            for group in ((dofs[:3], dofs[3:]) if st.joint_type[j] == FREE else (dofs,)):
+                moved = sum_motions([scale_motion(qd[d], S[d]) for d in group])
+                a = add_motion(a, cross_motion(v, moved))
+                v = add_motion(v, moved)
         v, a = bind(ops, v), bind(ops, a)
         velocity.append(v)
         accel.append(a)
@@ -301,9 +398,9 @@ def bias_and_mass(st, p, q, qd, ops):
         if parent > 0:
             subtree_force[parent] = add_motion(subtree_force[parent], subtree_force[b])
             composite[parent] = add_inertia(composite[parent], composite[b])
-    body_of = {j: b for b in range(st.n_bodies) for j in st.joints_of[b]}
-    bias = [ops.bind(power(S[j], subtree_force[body_of[j]])) for j in range(st.n_joints)]
-    n = st.n_joints
+    body_of = st.dof_body
+    bias = [ops.bind(power(S[d], subtree_force[body_of[d]])) for d in range(st.n_dofs)]
+    n = st.n_dofs
     M = [[0.0] * n for _ in range(n)]
     for j in range(n):
         pushed = apply_inertia(composite[body_of[j]], S[j])
@@ -318,6 +415,13 @@ def add_motion(a, b):
 
 def scale_motion(s, a):
     return scale(s, a[0]), scale(s, a[1])
+
+
+def sum_motions(motions):
+    out = motions[0]
+    for motion in motions[1:]:
+        out = add_motion(out, motion)
+    return out
 
 
 def solve(M, rhs, ops):
@@ -340,41 +444,110 @@ def solve(M, rhs, ops):
 
 
 def joint_forces(st, p, q, qd, ctrl, ops):
-    """Springs, damping and motors on every joint (the passive and actuator forces)."""
-    forces = [-p.stiffness[j] * (q[j] - p.springref[j]) - p.damping[j] * qd[j] for j in range(st.n_joints)]
+    """Springs, damping and motors on every degree of freedom (the passive and actuator forces)."""
+    forces = [-p.damping[st.dof_joint[d]] * qd[d] for d in range(st.n_dofs)]
+    for j, kind in enumerate(st.joint_type):
+        if kind in (HINGE, SLIDE):
+            d, c = st.joint_dofs[j][0], st.joint_coordinates[j][0]
+            forces[d] = forces[d] - p.stiffness[j] * (q[c] - p.springref[j])
     for k, j in enumerate(st.actuator_joint):
         u = ops.clamp(ctrl[k], *st.ctrlrange[k]) if st.ctrllimited[k] else ctrl[k]
-        forces[j] = forces[j] + p.gear[k] * u
+        d = st.joint_dofs[j][0]
+        forces[d] = forces[d] + p.gear[k] * u
     return forces
 
 
 def acceleration(st, p, q, qd, ctrl, ops, implicit_dt=0.0):
     """qdd at (q, qd) under the actions ctrl; with implicit_dt = dt, MuJoCo's Euler form: damping implicit."""
     bias, M = bias_and_mass(st, p, q, qd, ops)
-    n = st.n_joints
-    matrix = [[M[i][k] + ((p.armature[i] + implicit_dt * p.damping[i]) if i == k else 0.0) for k in range(n)]
-              for i in range(n)]
+    n = st.n_dofs
+    joint = st.dof_joint
+    matrix = [[M[i][k] + ((p.armature[joint[i]] + implicit_dt * p.damping[joint[i]]) if i == k else 0.0)
+               for k in range(n)] for i in range(n)]
     forces = joint_forces(st, p, q, qd, ctrl, ops)
     return solve(matrix, [forces[i] - bias[i] for i in range(n)], ops)
 
 
+def advance_positions(st, q, qd, h, ops):
+    """MuJoCo's mj_integratePos: q moved by the velocities qd for a time h."""
+    out = list(q)
+    for kind, coordinates, dofs in zip(st.joint_type, st.joint_coordinates, st.joint_dofs):
+        if kind == FREE:
+            for k in range(3):
+                out[coordinates[k]] = q[coordinates[k]] + h * qd[dofs[k]]
+            quat = quat_advance([q[c] for c in coordinates[3:]], [qd[d] for d in dofs[3:]], h, ops)
+            for c, value in zip(coordinates[3:], quat):
+                out[c] = value
+        elif kind == BALL:
+            quat = quat_advance([q[c] for c in coordinates], [qd[d] for d in dofs], h, ops)
+            for c, value in zip(coordinates, quat):
+                out[c] = value
+        else:
+            out[coordinates[0]] = q[coordinates[0]] + h * qd[dofs[0]]
+    return out
+
+
+def coordinate_rates(st, q, qd):
+    """dq/dt for the velocities qd: qd itself for hinges and slides, the quaternion's rate for ball and free joints."""
+    out = [0.0] * st.n_coordinates
+    for kind, coordinates, dofs in zip(st.joint_type, st.joint_coordinates, st.joint_dofs):
+        turns = 3 if kind == FREE else 0
+        for k in range(turns):
+            out[coordinates[k]] = qd[dofs[k]]
+        if kind in (BALL, FREE):
+            rate = quat_rate([q[c] for c in coordinates[turns:]], [qd[d] for d in dofs[turns:]])
+            for c, value in zip(coordinates[turns:], rate):
+                out[c] = value
+        else:
+            out[coordinates[0]] = qd[dofs[0]]
+    return out
+
+
+def lie_tangent(st, qd, increment, h):
+    """The velocities qd as a Runge-Kutta stage's slope in the coordinates of its increment h * increment: a ball
+    or free joint's angular velocity omega becomes omega + theta x omega / 2 + theta x (theta x omega) / 12, theta
+    the stage's turn (the inverse of exp's derivative to second order, Munthe-Kaas' Runge-Kutta on the rotation
+    group, as MuJoCo 4 integrates quaternions by RK4); hinges' and slides' velocities are their own slopes."""
+    out = list(qd)
+    for kind, dofs in zip(st.joint_type, st.joint_dofs):
+        if kind in (BALL, FREE):
+            turn = dofs[-3:]
+            theta = tuple(mul(h, increment[d]) for d in turn)
+            omega = tuple(qd[d] for d in turn)
+            once = cross(theta, omega)
+            twice = cross(theta, once)
+            for k, d in enumerate(turn):
+                out[d] = plus(plus(omega[k], mul(0.5, once[k])), mul(1.0 / 12.0, twice[k]))
+    return out
+
+
+# Runge-Kutta's classic tableau: stage i starts from the state moved by h sum_j A[i][j] (slope, acceleration of
+# stage j), the step moves it by h sum_j B[j] (...), as MuJoCo's mj_RungeKutta does.
+RK4_A = ((0.5,), (0.0, 0.5), (0.0, 0.0, 1.0))
+RK4_B = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
+
+
 def step(st, p, q, qd, ctrl, dt, ops):
     """One step of the tree's integrator: (q', qd')."""
-    n = st.n_joints
+    n = st.n_dofs
     if st.integrator == "rk4":
-        def rate(q_, qd_):
-            return list(qd_), acceleration(st, p, q_, qd_, ctrl, ops)
-        k1 = rate(q, qd)
-        k2 = rate([q[i] + 0.5 * dt * k1[0][i] for i in range(n)], [qd[i] + 0.5 * dt * k1[1][i] for i in range(n)])
-        k3 = rate([q[i] + 0.5 * dt * k2[0][i] for i in range(n)], [qd[i] + 0.5 * dt * k2[1][i] for i in range(n)])
-        k4 = rate([q[i] + dt * k3[0][i] for i in range(n)], [qd[i] + dt * k3[1][i] for i in range(n)])
-        return ([q[i] + dt / 6.0 * (k1[0][i] + 2.0 * k2[0][i] + 2.0 * k3[0][i] + k4[0][i]) for i in range(n)],
-                [qd[i] + dt / 6.0 * (k1[1][i] + 2.0 * k2[1][i] + 2.0 * k3[1][i] + k4[1][i]) for i in range(n)])
+        slopes, accelerations = [list(qd)], [acceleration(st, p, q, qd, ctrl, ops)]
+
+        def combine(weights, rows):
+            return [total(mul(w, row[i]) for w, row in zip(weights, rows)) for i in range(n)]
+        for weights in RK4_A:
+            increment = [ops.bind(x) for x in combine(weights, slopes)]
+            q_stage = bind(ops, tuple(advance_positions(st, q, increment, dt, ops)))
+            a_stage = combine(weights, accelerations)
+            qd_stage = [ops.bind(qd[i] + dt * a_stage[i]) for i in range(n)]
+            accelerations.append(acceleration(st, p, list(q_stage), qd_stage, ctrl, ops))
+            slopes.append(lie_tangent(st, qd_stage, increment, dt))
+        a_step = combine(RK4_B, accelerations)
+        return (advance_positions(st, q, combine(RK4_B, slopes), dt, ops),
+                [qd[i] + dt * a_step[i] for i in range(n)])
     qdd = acceleration(st, p, q, qd, ctrl, ops, implicit_dt=dt)
-    qd_next = [qd[i] + dt * qdd[i] for i in range(n)]
-    return [q[i] + dt * qd_next[i] for i in range(n)], qd_next
-
-
+    qd_next = [ops.bind(qd[i] + dt * qdd[i]) for i in range(n)]
+    return advance_positions(st, q, qd_next, dt, ops), qd_next
 def numpy_step(tree, q, qd, ctrl, dt=None):
     """One step in numpy (a referee of the Taichi step and a quick look at a tree)."""
     st, p = structure_of(tree), params_of(tree)
@@ -390,4 +563,4 @@ def numpy_acceleration(tree, q, qd, ctrl):
 
 
 __all__ = ["Ops", "NUMPY", "Structure", "Params", "structure_of", "params_of", "step", "acceleration",
-           "numpy_step", "numpy_acceleration"]
+           "coordinate_rates", "numpy_step", "numpy_acceleration"]

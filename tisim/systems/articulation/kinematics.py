@@ -2,12 +2,13 @@
 
 The order of operations is MuJoCo's, so the poses agree with its kinematics to round-off: a body's frame is its
 parent's frame composed with (pos, quat); then each of the body's joints, in order, moves the frame: a hinge turns it
-by q about the joint's axis through the joint's anchor, a slide shifts it by q along the axis. A joint's anchor and
-axis in the world are taken from the frame as it stands just before that joint moves it.
+by q about the joint's axis through the joint's anchor, a slide shifts it by q along the axis, a ball joint turns it
+by its quaternion about the anchor; a free joint's coordinates are the frame itself. A joint's anchor and axis in
+the world are taken from the frame as it stands just before that joint moves it.
 """
 import numpy as np
 
-from tisim.systems.articulation.tree import HINGE
+from tisim.systems.articulation.tree import BALL, COORDINATES, FREE, HINGE
 
 
 def quat_normalize(q):
@@ -47,8 +48,9 @@ def quat_rotate(q, v):
 
 def _check_q(tree, q):
     q = np.asarray(q, dtype=float).reshape(-1)
-    if q.shape[0] != len(tree.joint_type):
-        raise ValueError(f"q has {q.shape[0]} entries but tree '{tree.name}' has {len(tree.joint_type)} joints")
+    n = sum(COORDINATES[kind] for kind in tree.joint_type)
+    if q.shape[0] != n:
+        raise ValueError(f"q has {q.shape[0]} entries but tree '{tree.name}' has {n} coordinates")
     return q
 
 
@@ -64,19 +66,26 @@ def _walk(tree, q):
     joints_of = [[] for _ in range(nbody)]
     for j, b in enumerate(tree.joint_body):
         joints_of[int(b)].append(j)
+    first = np.cumsum([0] + [COORDINATES[kind] for kind in tree.joint_type])  # each joint's first coordinate
     for b in range(1, nbody):
         p = int(tree.parent[b])
         pos = xpos[p] + quat_to_matrix(xquat[p]) @ tree.pos[b]
         quat = quat_multiply(xquat[p], tree.quat[b])
         for j in joints_of[b]:
+            kind, c = tree.joint_type[j], first[j]
+            if kind == FREE:
+                pos, quat = q[c:c + 3].copy(), quat_normalize(q[c + 3:c + 7])
+                anchor[j], axis[j] = pos, tree.joint_axis[j]
+                continue
             rot = quat_to_matrix(quat)
             axis[j] = rot @ tree.joint_axis[j]
             anchor[j] = rot @ tree.joint_pos[j] + pos
-            if tree.joint_type[j] == HINGE:
-                quat = quat_multiply(quat, quat_from_axis_angle(tree.joint_axis[j], q[j]))
+            if kind in (HINGE, BALL):
+                turn = quat_from_axis_angle(tree.joint_axis[j], q[c]) if kind == HINGE else quat_normalize(q[c:c + 4])
+                quat = quat_multiply(quat, turn)
                 pos = anchor[j] - quat_to_matrix(quat) @ tree.joint_pos[j]
             else:
-                pos = pos + axis[j] * q[j]
+                pos = pos + axis[j] * q[c]
         xpos[b] = pos
         xquat[b] = quat_normalize(quat)
     return xpos, xquat, anchor, axis

@@ -16,12 +16,13 @@ import os
 
 import numpy as np
 
-from tisim.systems.articulation.tree import HINGE, SLIDE, Tree
+from tisim.systems.articulation.tree import BALL, FREE, HINGE, SLIDE, Tree
 
 IGNORABLE = ("contacts", "limits", "ref")
 
 # MuJoCo's enums (mjtJoint, mjtIntegrator, mjtTrn, mjtDyn, mjtGain, mjtBias, mjtDisableBit), as plain numbers.
 _FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
+_JOINTS = {_FREE: FREE, _BALL: BALL, _SLIDE: SLIDE, _HINGE: HINGE}
 _INTEGRATORS = {0: "euler", 1: "rk4"}
 _INTEGRATOR_NAMES = {2: "implicit", 3: "implicitfast", 4: "discrete"}
 _TRN_JOINT, _TRN_JOINTINPARENT = 0, 1
@@ -116,11 +117,11 @@ def _refusals(model, ignore):
             out.append(f"{_listed(list(labels))}: {what}")
 
     jt = m.jnt_type
-    refuse([joint[j] for j in np.flatnonzero(jt == _FREE)],
-           "free joint: not yet: hinge and slide joints only (give the body three slides and three hinges instead)")
-    refuse([joint[j] for j in np.flatnonzero(jt == _BALL)],
-           "ball joint: not yet: hinge and slide joints only (use three hinges with orthogonal axes instead)")
     hs = (jt == _HINGE) | (jt == _SLIDE)
+    turning = ~hs  # ball and free joints
+    refuse([joint[j] for j in np.flatnonzero(turning & (m.jnt_stiffness != 0))],
+           "is a ball or free joint with a spring (stiffness): not simulated; set its stiffness to 0")
+    per_joint = np.zeros(m.njnt, dtype=bool)  # whether any of a joint's degrees of freedom has frictionloss
 
     if m.ntendon:
         refuse([_label("tendon", m.tendon(t).name, t) for t in range(m.ntendon)],
@@ -138,6 +139,10 @@ def _refusals(model, ignore):
         if kind not in (_TRN_JOINT, _TRN_JOINTINPARENT):
             refuse([actuator[a]], f"drives {_TRN_NAMES.get(kind, 'something other than a joint')}: only motors on "
                                   "a hinge or slide joint are simulated")
+            continue
+        if not hs[m.actuator_trnid[a, 0]]:
+            refuse([actuator[a]], f"drives {joint[m.actuator_trnid[a, 0]]}, a ball or free joint: only motors on a "
+                                  "hinge or slide joint are simulated")
             continue
         if m.actuator_dyntype[a] or m.actuator_gaintype[a] or m.actuator_biastype[a]:
             refuse([actuator[a]], "is not a plain motor (it has activation dynamics, a gain that is not fixed or a "
@@ -165,14 +170,15 @@ def _refusals(model, ignore):
     refuse([geom[g] for g in np.flatnonzero(m.geom_fluid[:, 0])],
            "has fluidshape: fluid forces are not simulated; remove fluidshape")
     if constraints and not flags & _DSBL_FRICTIONLOSS:
-        refuse([joint[j] for j in np.flatnonzero(hs & (m.dof_frictionloss[dof] != 0))],
+        per_joint[m.dof_jntid[m.dof_frictionloss != 0]] = True
+        refuse([joint[j] for j in np.flatnonzero(per_joint)],
                "has frictionloss: dry joint friction is not simulated; set frictionloss to 0")
     refuse([body[b] for b in np.flatnonzero(m.body_mocapid >= 0)], "is a mocap body: not simulated; remove mocap")
     refuse([body[b] for b in np.flatnonzero(m.body_gravcomp)],
            "has gravcomp: gravity compensation is not simulated; remove gravcomp")
     refuse([joint[j] for j in np.flatnonzero(np.any(m.jnt_stiffnesspoly != 0, axis=1))],
            "has a nonlinear spring: only linear stiffness is simulated")
-    refuse([joint[j] for j in np.flatnonzero(hs & np.any(m.dof_dampingpoly[dof] != 0, axis=1))],
+    refuse([joint[j] for j in np.flatnonzero(np.any(m.dof_dampingpoly[dof] != 0, axis=1))],
            "has nonlinear damping: only linear damping is simulated")
     refuse([joint[j] for j in np.flatnonzero((m.jnt_plasticadr >= 0) | (m.jnt_springyield != 0))],
            "has a yielding (plastic) spring: not simulated")
@@ -229,7 +235,8 @@ def _read(m, source, ignore):
     """The tables, read from the compiled model (which passed _refusals)."""
     flags = int(m.opt.disableflags)
     qadr, dadr = m.jnt_qposadr, m.jnt_dofadr
-    qpos0 = np.array(m.qpos0[qadr], dtype=float)
+    hs = (m.jnt_type == _HINGE) | (m.jnt_type == _SLIDE)
+    qpos0 = np.where(hs, m.qpos0[qadr], 0.0)  # the reference a hinge's or slide's q is measured from
     limited = np.array(m.jnt_limited, dtype=bool)
     if "limits" in ignore or flags & (_DSBL_LIMIT | _DSBL_CONSTRAINT):
         limited[:] = False
@@ -256,14 +263,14 @@ def _read(m, source, ignore):
         ipos=np.array(m.body_ipos, dtype=float),
         iquat=np.array(m.body_iquat, dtype=float),
         inertia=np.array(m.body_inertia, dtype=float),
-        joint_type=tuple(HINGE if t == _HINGE else SLIDE for t in m.jnt_type),
+        joint_type=tuple(_JOINTS[int(t)] for t in m.jnt_type),
         joint_body=np.array(m.jnt_bodyid, dtype=int),
         joint_axis=np.array(m.jnt_axis, dtype=float),
         joint_pos=np.array(m.jnt_pos, dtype=float),
         limited=limited,
         joint_range=np.array(m.jnt_range, dtype=float) - qpos0[:, None],
         stiffness=stiffness,
-        springref=np.array(m.qpos_spring[qadr], dtype=float) - qpos0,
+        springref=np.where(hs, m.qpos_spring[qadr] - qpos0, 0.0),
         damping=damping,
         armature=np.array(m.dof_armature[dadr], dtype=float),
         actuator_joint=np.array(m.actuator_trnid[:, 0], dtype=int),

@@ -1,16 +1,19 @@
-"""Articulation: a kinematic tree of 3D rigid bodies with hinge and slide joints, stepped as MuJoCo steps it.
+"""Articulation: a kinematic tree of 3D rigid bodies with hinge, slide, ball and free joints, stepped as MuJoCo
+steps it.
 
 The tree (tisim/systems/articulation/tree.py) comes from an MJCF file through MuJoCo's own compiler (mjcf.py), or
 from the Python builder (builder.py). Its state is the joint coordinates q and velocities qd; its action drives the
 motors. Each step computes the mass matrix by the composite-rigid-body algorithm and the bias forces by recursive
 Newton-Euler (dynamics.py, unrolled over the tree at compile time), solves for the joint accelerations and
 integrates with the tree's integrator: MuJoCo's semi-implicit Euler, whose damping is implicit, or RK4. Without
-contacts and joint limits, a rollout is MuJoCo's mj_step to rounding (tests/test_articulation.py). Contacts, joint
-limits, ball and free joints are not simulated yet: a model that has them is refused unless told to drop contacts
-and limits knowingly (load_mjcf's ignore=).
+contacts and joint limits, a rollout is MuJoCo's mj_step to rounding (tests/test_articulation.py). Contacts and
+joint limits are not simulated yet: a model that has them is refused unless told to drop them knowingly
+(load_mjcf's ignore=).
 
 The masses, inertias, centres of mass, body offsets, joint anchors, springs, damping, armature, motor gears and
-gravity are parameters, so every one has a gradient; the orientations of bodies and joint axes are structure.
+gravity are parameters, so every one has a gradient; the orientations of bodies and joint axes are structure. A
+ball or free joint's quaternion is normalized wherever it is read and after every step, as MuJoCo does, so a
+rollout may start from one of any length.
 """
 import os
 
@@ -23,9 +26,10 @@ from tisim.core.quantities import Quantity
 from tisim.systems.articulation import dynamics
 from tisim.systems.articulation.builder import Builder
 from tisim.systems.articulation.mjcf import IGNORABLE, load_mjcf
-from tisim.systems.articulation.tree import Tree
+from tisim.systems.articulation.tree import BALL, FREE, Tree, reference_coordinates
 
-DERIVED = {name: "it follows from the tree (tree=)" for name in ("n_bodies", "n_joints", "n_actuators")}
+DERIVED = {name: "it follows from the tree (tree=)"
+           for name in ("n_bodies", "n_joints", "n_coordinates", "n_dofs", "n_actuators")}
 
 
 @ti.func
@@ -44,7 +48,7 @@ def bind(value):
     return value if isinstance(value, (int, float)) else let(value)
 
 
-TAICHI = dynamics.Ops(ti.sin, ti.cos, bind, lambda x, low, high: ti.min(ti.max(x, low), high))
+TAICHI = dynamics.Ops(ti.sin, ti.cos, ti.sqrt, bind, lambda x, low, high: ti.min(ti.max(x, low), high))
 
 
 def double_pendulum():
@@ -59,8 +63,8 @@ def double_pendulum():
 
 
 class Articulation(System):
-    """A tree of 3D rigid bodies with hinge and slide joints and motors (constructor keyword tree: a Tree, or an
-    MJCF file path; ignore= is passed to load_mjcf). The default is a double pendulum."""
+    """A tree of 3D rigid bodies with hinge, slide, ball and free joints and motors (constructor keyword tree: a
+    Tree, or an MJCF file path; ignore= is passed to load_mjcf). The default is a double pendulum."""
 
     PARAMS = (
         Quantity("body_mass", 1.0, "kg", "mass of each body", shape=("n_bodies",), bounds="[0, inf)"),
@@ -69,24 +73,29 @@ class Articulation(System):
                  shape=("n_bodies", 3), bounds="[0, inf)"),
         Quantity("body_offset", 0.0, "m", "origin of each body's frame in its parent's frame",
                  shape=("n_bodies", 3)),
-        Quantity("joint_anchor", 0.0, "m", "point on each joint's axis, in its body's frame", shape=("n_joints", 3)),
+        Quantity("joint_anchor", 0.0, "m", "point on each joint's axis (a ball joint's centre), in its body's frame",
+                 shape=("n_joints", 3)),
         Quantity("joint_stiffness", 0.0, "N m/rad or N/m", "spring on each joint toward its joint_springref",
                  shape=("n_joints",), bounds="[0, inf)"),
         Quantity("joint_springref", 0.0, "rad or m", "where each joint's spring is at rest", shape=("n_joints",)),
-        Quantity("joint_damping", 0.0, "N m s/rad or N s/m", "viscous damping of each joint", shape=("n_joints",),
-                 bounds="[0, inf)"),
-        Quantity("joint_armature", 0.0, "kg m^2 or kg", "inertia added to each joint (a rotor's, reflected)",
-                 shape=("n_joints",), bounds="[0, inf)"),
+        Quantity("joint_damping", 0.0, "N m s/rad or N s/m", "viscous damping of each joint, on each of its "
+                 "degrees of freedom", shape=("n_joints",), bounds="[0, inf)"),
+        Quantity("joint_armature", 0.0, "kg m^2 or kg", "inertia added to each of a joint's degrees of freedom (a "
+                 "rotor's, reflected)", shape=("n_joints",), bounds="[0, inf)"),
         Quantity("gear", 1.0, "N m or N", "force of each motor per unit of its action", shape=("n_actuators",)),
         Quantity("gravity", 0.0, "m/s^2", "gravitational acceleration vector (z up: (0, 0, -9.81))", shape=(3,)),
     )
     STATE = (
-        Quantity("q", 0.0, "rad or m", "each joint's coordinate from the reference pose", shape=("n_joints",)),
-        Quantity("qd", 0.0, "rad/s or m/s", "each joint's velocity", shape=("n_joints",)),
+        Quantity("q", 0.0, "rad, m or -", "the joints' coordinates, joint after joint: a hinge's angle or a slide's "
+                 "shift from the reference pose, a ball joint's quaternion (w, x, y, z), a free joint's position and "
+                 "quaternion", shape=("n_coordinates",)),
+        Quantity("qd", 0.0, "rad/s or m/s", "the joints' velocities, joint after joint: a hinge's or a slide's rate, "
+                 "a ball joint's angular velocity in its body's frame, a free joint's linear velocity in the world "
+                 "and angular velocity in its body's frame", shape=("n_dofs",)),
     )
     ACTION = (Quantity("ctrl", 0.0, "-", "each motor's action (its force is gear x ctrl, ctrl clamped to its range; "
                        "a tree without motors has one that drives nothing)", shape=("n_actuators",)),)
-    STRUCTURE = ("n_bodies", "n_joints", "n_actuators")
+    STRUCTURE = ("n_bodies", "n_joints", "n_coordinates", "n_dofs", "n_actuators")
 
     def __init__(self, horizon, batch=1, dt=None, tree=None, ignore=(), **values):
         check_run("Articulation", horizon, batch, dt)
@@ -114,13 +123,17 @@ class Articulation(System):
         if len(tree.joint_type) == 0:
             raise ValueError(f"Articulation: the tree {tree.name!r} ({tree.source}) has no joint: nothing moves")
         # a tree without motors (a URDF file has none) gets one action that drives nothing, as the action needs an entry
+        structure = dynamics.structure_of(tree)
         super().__init__(horizon, batch, dt, n_bodies=len(tree.parent) - 1, n_joints=len(tree.joint_type),
+                         n_coordinates=structure.n_coordinates, n_dofs=structure.n_dofs,
                          n_actuators=max(len(tree.actuator_joint), 1), **values)
         defaults = dict(body_mass=tree.mass[1:], body_com=tree.ipos[1:], body_inertia=tree.inertia[1:],
                         body_offset=tree.pos[1:], joint_anchor=tree.joint_pos, joint_stiffness=tree.stiffness,
                         joint_springref=tree.springref, joint_damping=tree.damping, joint_armature=tree.armature,
                         gear=tree.gear if len(tree.gear) else [0.0], gravity=tree.gravity)
         self.set_params(**{name: value for name, value in defaults.items() if name not in values})
+        if any(kind in (BALL, FREE) for kind in tree.joint_type):  # a quaternion of zeros is no orientation
+            self.set_initial_state(q=reference_coordinates(tree))
 
     def topology(self):
         return dict(structure=dynamics.structure_of(self.tree))
@@ -146,28 +159,32 @@ class Articulation(System):
             gear=[s.param("gear", k) for k in range(self.n_actuators)],
             gravity=vector("gravity", 0))
 
+    def read_state(self, s):
+        q = [bind(s.state("q", c)) for c in range(self.n_coordinates)]
+        qd = [bind(s.state("qd", d)) for d in range(self.n_dofs)]
+        ctrl = [bind(s.action("ctrl", k)) for k in range(self.n_actuators)]
+        return q, qd, ctrl
+
     def advance_tree(self, s):
         """The step, built at compile time from the tree's structure (called in step through ti.static)."""
-        nj = self.n_joints
-        q = [bind(s.state("q", j)) for j in range(nj)]
-        qd = [bind(s.state("qd", j)) for j in range(nj)]
-        ctrl = [bind(s.action("ctrl", k)) for k in range(self.n_actuators)]
+        q, qd, ctrl = self.read_state(s)
         q_next, qd_next = dynamics.step(self.structure, self.parameters(s), q, qd, ctrl, s.dt, TAICHI)
-        for j in range(nj):
-            s.advance("q", j, q_next[j])
-            s.advance("qd", j, qd_next[j])
+        for c in range(self.n_coordinates):
+            s.advance("q", c, q_next[c])
+        for d in range(self.n_dofs):
+            s.advance("qd", d, qd_next[d])
         return None
 
     def tree_rates(self, s):
-        """The ODE behind the step, (q', qd') = (qd, qdd) with damping explicit (for the continuous adjoint)."""
-        nj = self.n_joints
-        q = [bind(s.state("q", j)) for j in range(nj)]
-        qd = [bind(s.state("qd", j)) for j in range(nj)]
-        ctrl = [bind(s.action("ctrl", k)) for k in range(self.n_actuators)]
+        """The ODE behind the step, (q', qd') = (rate of q for qd, qdd) with damping explicit (for the continuous
+        adjoint)."""
+        q, qd, ctrl = self.read_state(s)
         qdd = dynamics.acceleration(self.structure, self.parameters(s), q, qd, ctrl, TAICHI)
-        for j in range(nj):
-            s.add_rate("q", j, qd[j])
-            s.add_rate("qd", j, qdd[j])
+        q_rate = dynamics.coordinate_rates(self.structure, q, qd)
+        for c in range(self.n_coordinates):
+            s.add_rate("q", c, q_rate[c])
+        for d in range(self.n_dofs):
+            s.add_rate("qd", d, qdd[d])
         return None
 
     @ti.func

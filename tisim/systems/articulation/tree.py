@@ -5,18 +5,27 @@ body 0 is the world; every other body has a parent (an earlier body), a frame pl
 and quat (w, x, y, z), its centre of mass at ipos and its principal axes at iquat in its own frame, with the
 principal moments `inertia`. A body moves relative to its parent through its joints, in the order given; a body
 without joints is welded to its parent. A hinge turns about its axis (a unit vector in the body frame) through its
-anchor `joint_pos` (in the body frame); a slide moves along its axis. Each joint is one degree of freedom: its
-coordinate q (rad or m, zero at the reference pose qpos0 = 0 of the tables) and velocity qd.
+anchor `joint_pos` (in the body frame); a slide moves along its axis. Each is one degree of freedom: its coordinate
+q (rad or m, zero at the reference pose of the tables) and velocity qd. A ball joint turns the body freely about its
+anchor: its coordinates are a unit quaternion (w, x, y, z) from the frame before it to the body's, its three
+velocities the angular velocity in the body's frame. A free joint (only on a child of the world, and its body's only
+joint) places the body anywhere: its coordinates are the position of the body's frame in the world and its
+orientation as a quaternion (7 numbers), its velocities the linear velocity of the frame's origin in the world and
+the angular velocity in the body's frame (6 numbers). A free body's pos and quat are its initial pose. These are
+MuJoCo's coordinates (qpos, qvel), so a state reads the same in both.
 
-A joint may have a spring (stiffness, toward springref), damping and armature (added to the mass matrix's diagonal);
-a limited joint has a range. Actuators are motors: the force (or torque) on joint `actuator_joint` is gear x the
-action, clamped first to ctrlrange where ctrllimited.
+A joint may have damping and armature (added to the mass matrix's diagonal), the same on each of its degrees of
+freedom; a hinge or slide may have a spring (stiffness, toward springref) and a range, if it is limited.
+Actuators are motors on hinges and slides: the force (or torque) on joint `actuator_joint` is gear x the action,
+clamped first to ctrlrange where ctrllimited.
 """
 from dataclasses import dataclass, field
 
 import numpy as np
 
-HINGE, SLIDE = "hinge", "slide"
+HINGE, SLIDE, BALL, FREE = "hinge", "slide", "ball", "free"
+DOFS = {HINGE: 1, SLIDE: 1, BALL: 3, FREE: 6}  # velocities of each kind of joint
+COORDINATES = {HINGE: 1, SLIDE: 1, BALL: 4, FREE: 7}  # its coordinates (a quaternion has 4 numbers for 3 turns)
 
 
 @dataclass
@@ -31,9 +40,9 @@ class Tree:
     ipos: np.ndarray  # (nbody, 3) m
     iquat: np.ndarray  # (nbody, 4)
     inertia: np.ndarray  # (nbody, 3) kg m^2, principal moments
-    joint_type: tuple  # (njoint,) HINGE or SLIDE
+    joint_type: tuple  # (njoint,) HINGE, SLIDE, BALL or FREE
     joint_body: np.ndarray  # (njoint,) int, in tree order: a body's joints consecutive, parents' first
-    joint_axis: np.ndarray  # (njoint, 3) unit, body frame
+    joint_axis: np.ndarray  # (njoint, 3) unit, body frame (not read for ball and free joints)
     joint_pos: np.ndarray  # (njoint, 3) m, body frame
     limited: np.ndarray  # (njoint,) bool
     joint_range: np.ndarray  # (njoint, 2)
@@ -52,3 +61,17 @@ class Tree:
     body_names: tuple = ()  # (nbody,) str, "" where unnamed; body 0 is "world"; empty when not given
     joint_names: tuple = ()  # (njoint,) str, "" where unnamed; empty when not given
     actuator_names: tuple = ()  # (nactuator,) str, "" where unnamed; empty when not given
+
+
+def reference_coordinates(tree):
+    """q at the tree's reference pose: 0 for hinges and slides, the unit quaternion (1, 0, 0, 0) for a ball joint,
+    the body's pos and quat for a free joint."""
+    q = []
+    for kind, body in zip(tree.joint_type, tree.joint_body):
+        if kind == FREE:
+            q += list(tree.pos[body]) + list(tree.quat[body] / np.linalg.norm(tree.quat[body]))
+        elif kind == BALL:
+            q += [1.0, 0.0, 0.0, 0.0]
+        else:
+            q.append(0.0)
+    return np.array(q, dtype=float)
