@@ -66,7 +66,7 @@ def pytest_configure(config):
                                        "of what faster tests already check, or a long soak)")
 
 
-# ---- the order the files start in --------------------------------------------------------------------------------------
+# ---- the order the files start in ----------------------------------------------------------------------------------
 # make test hands whole files to two workers (pytest-xdist's loadfile, in collection order: --no-loadscope-reorder),
 # so the longest files go first and the short ones fill the end, and both workers finish together (longest first:
 # Graham's rule for scheduling). Approximate seconds on a cold kernel cache, 2 cores; files not listed follow in

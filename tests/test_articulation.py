@@ -175,11 +175,6 @@ def test_bad_trees_are_refused_by_name():
         Articulation(horizon=2, tree=3)
     with pytest.raises(ValueError, match="n_joints is not a keyword"):
         Articulation(horizon=2, n_joints=3)
-    b = Builder("limited")
-    b.motor(b.hinge(b.body(0, mass=1.0, inertia=(0.1, 0.1, 0.1)), axis=(0, 1, 0), range=(-1.0, 1.0), name="knee"))
-    with pytest.raises(ValueError, match=r"Articulation: the tree 'limited'.*limits joints \['knee'\]: joint limits "
-                                         r"are not simulated yet"):
-        Articulation(horizon=2, tree=b.build())
     with pytest.raises(FileNotFoundError, match="Articulation: tree='/no/such.xml'"):
         Articulation(horizon=2, tree="/no/such.xml")
     with pytest.raises(ValueError, match="Articulation: tree='<mujoco>'.*MuJoCo could not compile it"):

@@ -146,8 +146,9 @@ SMALL_REFUSALS = {
                           ("actuator 'servo'", "not a plain motor", "use <motor>")),
     "tendon actuator": (mjcf(ARM, '<tendon><fixed name="t"><joint joint="elbow" coef="1"/></fixed></tendon>'
                              '<actuator><motor name="pull" tendon="t"/></actuator>'), ("actuator 'pull'", "a tendon")),
-    "limited joint": (mjcf(ARM.replace('name="elbow"', 'name="elbow" range="-1 1"')),
-                      ("joint 'elbow'", "is limited", 'ignore=("limits",)')),
+    "limited ball joint": (mjcf(ARM.replace('<joint name="shoulder" axis="0 1 0"/>',
+                                            '<joint name="shoulder" type="ball" range="0 1"/>')),
+                           ("joint 'shoulder'", "is a limited ball joint", 'ignore=("limits",)')),
     "ball joint spring": (mjcf(ARM.replace('<joint name="shoulder" axis="0 1 0"/>',
                                            '<joint name="shoulder" type="ball" stiffness="1"/>')),
                           ("joint 'shoulder'", "ball or free joint with a spring")),
@@ -191,18 +192,23 @@ CONTACTS = ('<geom name="floor" type="plane" size="5 5 0.1"/>'
 
 
 @needs_mujoco
-def test_contacts_refused_unless_ignored(tmp_path):
+def test_contacts_on_a_plane_load_and_others_are_refused_unless_ignored(tmp_path):
     path = tmp_path / "contacts.xml"
     path.write_text(mjcf(CONTACTS))
+    tree = load_mjcf(str(path))
+    assert [tree.geom_names[g] for g in tree.contact_pairs[0]] == ["floor", "bead"]
+    two = CONTACTS.replace("</body>", '</body><body name="other" pos="0 0 2"><joint type="slide"/>'
+                                      '<geom name="cube" type="box" size="0.1 0.1 0.1"/></body>')
+    path.write_text(mjcf(two))
     with pytest.raises(ValueError) as error:
         load_mjcf(str(path))
     message = str(error.value)
-    assert "geom 'floor' with geom 'bead'" in message and str(path) in message
+    assert "geom 'bead' with geom 'cube'" in message and str(path) in message
     assert 'ignore=("contacts",)' in message
     tree = load_mjcf(str(path), ignore=("contacts",))
-    assert tree.joint_type == (SLIDE,) and tree.body_names == ("world", "ball")
+    assert tree.joint_type == (SLIDE, SLIDE) and len(tree.contact_pairs) == 0
     # Masks that never meet, and a parent touching its child, are no contacts (MuJoCo filters both).
-    load_mjcf(mjcf(CONTACTS.replace('size="0.1"', 'size="0.1" contype="2" conaffinity="2"')))
+    load_mjcf(mjcf(two.replace('size="0.1"', 'size="0.1" contype="2" conaffinity="2"')))
     load_mjcf(mjcf('<body name="a"><joint/><geom size="1"/><body name="b"><joint/><geom size="1"/></body></body>'))
     with pytest.raises(ValueError, match="pair 'touch'"):
         load_mjcf(mjcf(ARM, '<contact><pair name="touch" geom1="upper_geom" geom2="lower_geom"/></contact>'))

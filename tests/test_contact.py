@@ -125,6 +125,28 @@ def test_restitution_damping_matches_python_twin():
     assert got[0] == pytest.approx(2 * math.sqrt(1e3), rel=1e-14) and got[-1] == 0.0
 
 
+@ti.func
+def isotropic_3d(vx, vy, vz, fn, mu, eps):
+    return contact.friction_isotropic_tanh(ti.Vector([vx, vy, vz]), fn, mu, eps)
+
+
+def test_the_python_twins_of_the_soft_law_and_the_isotropic_friction_are_the_taichi_laws():
+    """penalty_normal_soft_compression_value and friction_isotropic_tanh_value (the numpy referees of the 3D
+    articulation use them) equal the Taichi laws to a few ulp: soft and hard, apart, touching, compressing and
+    separating; slip at rest, slow and fast."""
+    rng = np.random.default_rng(0)
+    d = np.r_[-0.01, -1e-4, 0.0, 1e-5, 1e-3, 0.02, rng.uniform(-0.01, 0.01, 20)]
+    vn = np.r_[0.3, -0.2, 0.0, -1.0, 0.5, -0.01, rng.normal(0, 0.5, 20)]
+    for s in (0.0, 1e-3):
+        got = law(contact.penalty_normal_soft_compression, d, vn, 2e4, 50.0, s)
+        expected = [contact.penalty_normal_soft_compression_value(*row, 2e4, 50.0, s) for row in zip(d, vn)]
+        np.testing.assert_allclose(got, expected, rtol=1e-13, atol=1e-12)
+    vt = np.r_[np.zeros((1, 3)), [[1e-4, 0, 0], [0.003, -0.004, 0]], rng.normal(0, 0.05, (10, 3))]
+    got = law(isotropic_3d, vt[:, 0], vt[:, 1], vt[:, 2], 7.0, 0.6, 0.01, outputs=3)
+    expected = [contact.friction_isotropic_tanh_value(v, 7.0, 0.6, 0.01) for v in vt]
+    np.testing.assert_allclose(got, expected, rtol=1e-13, atol=1e-15)
+
+
 def test_spring_damper_bounce_has_restitution_e():
     """The linear spring-damper with c = restitution_damping(e, k, m) rebounds with speed e v0."""
     # A free linear spring-damper contact (m x'' = -k x - c x', entering at x' = v0) with c = restitution_damping(e)

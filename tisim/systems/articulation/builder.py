@@ -13,7 +13,7 @@ with a ValueError naming the body, joint or motor and the argument.
 """
 import numpy as np
 
-from tisim.systems.articulation.tree import BALL, FREE, HINGE, SLIDE, Tree
+from tisim.systems.articulation.tree import BALL, BOX, CAPSULE, FREE, HINGE, PLANE, SLIDE, SPHERE, Tree
 
 _INTEGRATORS = ("euler", "rk4")
 
@@ -75,6 +75,7 @@ class Builder:
                              ipos=np.zeros(3), iquat=np.array([1.0, 0, 0, 0]), inertia=np.zeros(3))]
         self._joints = []
         self._motors = []
+        self._geoms = []
 
     def _body_label(self, b):
         name = self._bodies[b]["name"]
@@ -190,6 +191,43 @@ class Builder:
                                                                                            f"{label}: ctrlrange")))
         return index
 
+    def _geom(self, kind, body, size, pos, quat, friction, contact, name):
+        index = len(self._geoms)
+        name = self._check_name(name, {g["name"] for g in self._geoms}, f"{kind} {index}")
+        label = f"{kind} {index} '{name}'" if name else f"{kind} {index}"
+        if isinstance(body, bool) or not isinstance(body, (int, np.integer)) or not 0 <= body < len(self._bodies):
+            raise ValueError(f"{label}: body must be a body added before (0 to {len(self._bodies) - 1}), got {body!r}")
+        if kind != PLANE and body == 0:
+            raise ValueError(f"{label}: a {kind} belongs to a moving body (1 to {len(self._bodies) - 1}), not the "
+                             "world")
+        size = np.array([_number(x, f"{label}: size") for x in size] + [0.0] * (3 - len(size)))
+        if kind != PLANE and np.any(size[:{SPHERE: 1, CAPSULE: 2, BOX: 3}[kind]] <= 0):
+            raise ValueError(f"{label}: its sizes must be > 0, got {tuple(size)}")
+        self._geoms.append(dict(name=name, type=kind, body=int(body), size=size, pos=_vector(pos, 3, f"{label}: pos"),
+                                quat=_unit(quat, 4, f"{label}: quat"),
+                                friction=_number(friction, f"{label}: friction", minimum=0.0), contact=bool(contact)))
+        return index
+
+    def plane(self, pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0), friction=1.0, name=""):
+        """Add a plane to the world and return its geom index: the xy-plane of the frame (pos, quat), its z the
+        normal; every sphere, capsule and box added with contact=True may touch it."""
+        return self._geom(PLANE, 0, (), pos, quat, friction, True, name)
+
+    def sphere(self, body, radius, pos=(0.0, 0.0, 0.0), friction=1.0, contact=True, name=""):
+        """Add a sphere of `radius` centred at pos (body frame) to `body` and return its geom index."""
+        return self._geom(SPHERE, body, (radius,), pos, (1.0, 0.0, 0.0, 0.0), friction, contact, name)
+
+    def capsule(self, body, radius, half_length, pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0), friction=1.0,
+                contact=True, name=""):
+        """Add a capsule to `body` and return its geom index: a cylinder of `radius` along the z of the frame
+        (pos, quat) from -half_length to half_length, capped by half-spheres."""
+        return self._geom(CAPSULE, body, (radius, half_length), pos, quat, friction, contact, name)
+
+    def box(self, body, half_widths, pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0), friction=1.0, contact=True,
+            name=""):
+        """Add a box of half_widths (x, y, z of the frame (pos, quat)) to `body` and return its geom index."""
+        return self._geom(BOX, body, _vector(half_widths, 3, "box half_widths"), pos, quat, friction, contact, name)
+
     def build(self):
         """The Tree. Refuses a joint that nothing it moves gives inertia to (a singular mass matrix)."""
         nbody = len(self._bodies)
@@ -207,7 +245,10 @@ class Builder:
         def rows(items, key, shape, dtype=float):
             return np.array([i[key] for i in items], dtype=dtype).reshape(shape)
 
-        nj, na = len(self._joints), len(self._motors)
+        nj, na, ng = len(self._joints), len(self._motors), len(self._geoms)
+        planes = [g for g, geom in enumerate(self._geoms) if geom["type"] == PLANE]
+        shapes = [g for g, geom in enumerate(self._geoms) if geom["type"] != PLANE and geom["contact"]]
+        pairs = [(p, g) for p in planes for g in shapes]
         return Tree(
             name=self.name,
             parent=parent,
@@ -231,6 +272,13 @@ class Builder:
             gear=rows(self._motors, "gear", (na,)),
             ctrllimited=rows(self._motors, "ctrllimited", (na,), bool),
             ctrlrange=rows(self._motors, "ctrlrange", (na, 2)),
+            geom_type=tuple(g["type"] for g in self._geoms),
+            geom_body=rows(self._geoms, "body", (ng,), int),
+            geom_pos=rows(self._geoms, "pos", (ng, 3)),
+            geom_quat=rows(self._geoms, "quat", (ng, 4)),
+            geom_size=rows(self._geoms, "size", (ng, 3)),
+            geom_friction=rows(self._geoms, "friction", (ng,)),
+            contact_pairs=np.array(pairs, dtype=int).reshape(-1, 2),
             gravity=self.gravity.copy(),
             timestep=self.timestep,
             integrator=self.integrator,
@@ -238,4 +286,5 @@ class Builder:
             body_names=tuple(b["name"] for b in self._bodies),
             joint_names=tuple(j["name"] for j in self._joints),
             actuator_names=tuple(a["name"] for a in self._motors),
+            geom_names=tuple(g["name"] for g in self._geoms),
         )

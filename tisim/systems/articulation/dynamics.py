@@ -30,20 +30,29 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from tisim.systems.articulation.tree import BALL, COORDINATES, DOFS, FREE, HINGE, SLIDE
+from tisim.physics.contact import friction_isotropic_tanh_value, penalty_normal_soft_compression_value
+from tisim.systems.articulation.tree import BALL, CAPSULE, COORDINATES, DOFS, FREE, HINGE, SLIDE, SPHERE
 
 
 class Ops(NamedTuple):
-    """The functions the dynamics needs beyond arithmetic: numpy's (NUMPY) or Taichi's (taichi_ops)."""
+    """The functions the dynamics needs beyond arithmetic: numpy's (NUMPY) or Taichi's (the system's)."""
 
     sin: Any
     cos: Any
     sqrt: Any
     bind: Any
     clamp: Any
+    max: Any
+    normal_force: Any  # (depth, normal velocity, stiffness, damping, softness) -> the contact's normal force
+    friction: Any  # (tangential velocity 3-tuple, normal force, mu, eps) -> the friction force 3-tuple
 
 
-NUMPY = Ops(np.sin, np.cos, np.sqrt, lambda value: value, lambda x, low, high: min(max(x, low), high))
+def _numpy_friction(vt, fn, mu, eps):
+    return tuple(friction_isotropic_tanh_value(np.array(vt, dtype=float), fn, mu, eps))
+
+
+NUMPY = Ops(np.sin, np.cos, np.sqrt, lambda value: value, lambda x, low, high: min(max(x, low), high), max,
+            penalty_normal_soft_compression_value, _numpy_friction)
 
 
 # ---- scalar arithmetic that folds the constants a tree's structure brings (axis-aligned frames: zeros and ones), so
@@ -233,6 +242,8 @@ class Structure(NamedTuple):
     ctrllimited: tuple
     ctrlrange: tuple
     integrator: str
+    contacts: tuple = ()  # Contact points (below), constants of the tree's geoms
+    limits: tuple = ()  # (joint, low, high) of each limited hinge and slide
 
     @property
     def n_bodies(self):
@@ -269,6 +280,40 @@ class Structure(NamedTuple):
         return path
 
 
+class Contact(NamedTuple):
+    """A point of a shape that may touch a plane: a sphere's centre, a capsule's two end centres (with the radius), a
+    box's eight corners (radius 0). It touches when its distance to the plane is below the radius."""
+
+    body: int
+    point: tuple  # in the body's frame
+    radius: float
+    normal: tuple  # the plane's, in the world
+    offset: float  # the plane is {y : normal . y = offset}
+    shape: int  # geom indices, for the friction
+    plane: int
+
+
+def contact_points(tree):
+    points = []
+    for plane, shape in tree.contact_pairs:
+        turn = np.array(quat_matrix(tree.geom_quat[plane]))
+        normal = turn[:, 2]
+        offset = float(normal @ tree.geom_pos[plane])
+        body = int(tree.geom_body[shape])
+        rotation = np.array(quat_matrix(tree.geom_quat[shape]))
+        size, kind = tree.geom_size[shape], tree.geom_type[shape]
+        if kind == SPHERE:
+            local, radius = [np.zeros(3)], size[0]
+        elif kind == CAPSULE:
+            local, radius = [np.array([0, 0, size[1]]), np.array([0, 0, -size[1]])], size[0]
+        else:
+            local, radius = [size * (2 * np.array(c) - 1) for c in np.ndindex(2, 2, 2)], 0.0
+        for corner in local:
+            points.append(Contact(body, tuple(float(c) for c in tree.geom_pos[shape] + rotation @ corner),
+                                  float(radius), tuple(float(c) for c in normal), offset, int(shape), int(plane)))
+    return tuple(points)
+
+
 def structure_of(tree):
     joints_of = tuple(tuple(int(j) for j in np.flatnonzero(tree.joint_body == b)) for b in range(len(tree.parent)))
     coordinates, dofs, nq, nv = [], [], 0, 0
@@ -284,7 +329,10 @@ def structure_of(tree):
         inertia_rotation=tuple(quat_matrix(q) for q in tree.iquat),
         actuator_joint=tuple(int(j) for j in tree.actuator_joint),
         ctrllimited=tuple(bool(x) for x in tree.ctrllimited),
-        ctrlrange=tuple(tuple(float(c) for c in r) for r in tree.ctrlrange), integrator=tree.integrator)
+        ctrlrange=tuple(tuple(float(c) for c in r) for r in tree.ctrlrange), integrator=tree.integrator,
+        contacts=contact_points(tree),
+        limits=tuple((j, float(tree.joint_range[j][0]), float(tree.joint_range[j][1]))
+                     for j in np.flatnonzero(tree.limited)))
 
 
 class Params(NamedTuple):
@@ -301,11 +349,39 @@ class Params(NamedTuple):
     armature: Any
     gear: Any  # actuator -> scalar
     gravity: Any  # 3-vector
+    friction: Any = ()  # geom -> Coulomb coefficient
+    contact_stiffness: Any = 0.0  # N/m
+    contact_damping: Any = 0.0  # N s/m, while compressing
+    contact_softness: Any = 0.0  # m
+    eps: Any = 0.01  # m/s, the regularized friction's velocity scale
+    limit_stiffness: Any = 0.0  # N m/rad or N/m
+    limit_damping: Any = 0.0  # N m s/rad or N s/m
+    limit_softness: Any = 0.0  # rad or m
 
 
-def params_of(tree):
+def params_of(tree, **contact):
+    """The tree's parameters; the contact law's (contact_stiffness, contact_damping, contact_softness, eps) are
+    not the tree's: pass them, or take the Articulation's defaults (contact_defaults)."""
+    values = dict(contact_defaults(tree), **contact)
     return Params(tree.mass, tree.ipos, tree.inertia, tree.pos, tree.joint_pos, tree.stiffness, tree.springref,
-                  tree.damping, tree.armature, tree.gear, tree.gravity)
+                  tree.damping, tree.armature, tree.gear, tree.gravity, tree.geom_friction, **values)
+
+
+def contact_defaults(tree):
+    """Contact and limit laws for the tree's weight and motors (they are not the tree's: MJCF's soft constraints
+    have no penalty stiffness to read). A contact: the tree's whole weight on one point sinks 5 mm, critically
+    damped for its whole mass, a hard switch (softness 0), friction regularized over 1 cm/s. A limit: the strongest
+    motor at full action pushes a joint 0.1 rad (or m) past it, or the tree's weight on a 1 m lever 0.05 rad, which
+    ever is stiffer; critically damped for the largest armature (or 0.01); a hard switch."""
+    mass = max(float(np.sum(tree.mass[1:])), 1e-3)
+    stiffness = mass * 9.81 / 0.005
+    strongest = max([abs(g) * max(abs(r[0]), abs(r[1])) if c else abs(g)
+                     for g, c, r in zip(tree.gear, tree.ctrllimited, tree.ctrlrange)], default=0.0)
+    limit = max(10.0 * strongest, mass * 9.81 / 0.05)
+    inertia = max(float(np.max(tree.armature, initial=0.0)), 0.01)
+    return dict(contact_stiffness=stiffness, contact_damping=float(2.0 * np.sqrt(stiffness * mass)),
+                contact_softness=0.0, eps=0.01, limit_stiffness=limit,
+                limit_damping=float(2.0 * np.sqrt(limit * inertia)), limit_softness=0.0)
 
 
 # ---- the algorithms ----------------------------------------------------------------------------------------------
@@ -390,6 +466,8 @@ def bias_and_mass(st, p, q, qd, ops):
         accel.append(a)
         momentum = apply_inertia(inertia[b], v)
         force.append(add_motion(apply_inertia(inertia[b], a), cross_force(v, momentum)))
+    for point in st.contacts:  # a contact pushes its body: the force the joints need to hold it is that much less
+        force[point.body] = sub_motion(force[point.body], contact_force(point, p, R, x, velocity, ops))
     # inward: each body's force and composite inertia gather its subtree's
     subtree_force, composite = list(force), list(inertia)
     for b in range(st.n_bodies - 1, 0, -1):
@@ -415,6 +493,30 @@ def add_motion(a, b):
 
 def scale_motion(s, a):
     return scale(s, a[0]), scale(s, a[1])
+
+
+def sub_motion(a, b):
+    return sub(a[0], b[0]), sub(a[1], b[1])
+
+
+def contact_force(point, p, R, x, velocity, ops):
+    """The spatial force (y x f, f) a plane exerts on a body through one contact point at y: the penalty normal
+    force (tisim.physics.contact.penalty_normal_soft_compression) along the plane's normal and the isotropic
+    regularized Coulomb friction (friction_isotropic_tanh) against the slip, from the point's depth below the
+    plane and its velocity."""
+    b, n = point.body, point.normal
+    centre = add(x[b], matvec(R[b], point.point))
+    y = bind(ops, sub(centre, scale(point.radius, n)))  # the point of the body's surface nearest the plane
+    depth = ops.bind(point.radius + point.offset - dot(n, centre))
+    w, v = velocity[b]
+    slip = add(v, cross(w, y))
+    vn = ops.bind(dot(n, slip))
+    vt = sub(slip, scale(vn, n))
+    fn = ops.bind(ops.normal_force(depth, vn, p.contact_stiffness, p.contact_damping, p.contact_softness))
+    mu = ops.max(p.friction[point.shape], p.friction[point.plane])
+    f = add(scale(fn, n), ops.friction(vt, fn, mu, p.eps))
+    f = bind(ops, f)
+    return cross(y, f), f
 
 
 def sum_motions(motions):
@@ -450,6 +552,11 @@ def joint_forces(st, p, q, qd, ctrl, ops):
         if kind in (HINGE, SLIDE):
             d, c = st.joint_dofs[j][0], st.joint_coordinates[j][0]
             forces[d] = forces[d] - p.stiffness[j] * (q[c] - p.springref[j])
+    for j, low, high in st.limits:  # the contact law against each end of the range
+        d, c = st.joint_dofs[j][0], st.joint_coordinates[j][0]
+        beyond = ops.normal_force(q[c] - high, -qd[d], p.limit_stiffness, p.limit_damping, p.limit_softness)
+        below = ops.normal_force(low - q[c], qd[d], p.limit_stiffness, p.limit_damping, p.limit_softness)
+        forces[d] = forces[d] - beyond + below
     for k, j in enumerate(st.actuator_joint):
         u = ops.clamp(ctrl[k], *st.ctrlrange[k]) if st.ctrllimited[k] else ctrl[k]
         d = st.joint_dofs[j][0]
@@ -548,9 +655,29 @@ def step(st, p, q, qd, ctrl, dt, ops):
     qdd = acceleration(st, p, q, qd, ctrl, ops, implicit_dt=dt)
     qd_next = [ops.bind(qd[i] + dt * qdd[i]) for i in range(n)]
     return advance_positions(st, q, qd_next, dt, ops), qd_next
-def numpy_step(tree, q, qd, ctrl, dt=None):
-    """One step in numpy (a referee of the Taichi step and a quick look at a tree)."""
-    st, p = structure_of(tree), params_of(tree)
+# An Articulation's parameters as the fields of Params (the body tables there include the world, first)
+_NAMES = dict(body_mass="mass", body_com="com", body_inertia="inertia", body_offset="offset", joint_anchor="anchor",
+              joint_stiffness="stiffness", joint_springref="springref", joint_damping="damping",
+              joint_armature="armature", gear="gear", gravity="gravity", geom_friction="friction")
+_BODIES = ("body_mass", "body_com", "body_inertia", "body_offset")
+
+
+def params_with(tree, values):
+    """params_of(tree) with some replaced by an Articulation's parameter values ({name: value}, as `sim.params`
+    gives them for one batch element)."""
+    p = params_of(tree)._asdict()
+    for name, value in (values or {}).items():
+        value = np.asarray(value, dtype=float)
+        if name in _BODIES:
+            value = np.concatenate([np.zeros((1,) + value.shape[1:]), value])
+        p[_NAMES.get(name, name)] = value if value.ndim else float(value)
+    return Params(**p)
+
+
+def numpy_step(tree, q, qd, ctrl, dt=None, params=None):
+    """One step in numpy (a referee of the Taichi step and a quick look at a tree); `params` may replace some of the
+    tree's parameters by name, as params_with does (the contact and limit laws take contact_defaults' values)."""
+    st, p = structure_of(tree), params_with(tree, params)
     q_next, qd_next = step(st, p, list(map(float, q)), list(map(float, qd)), list(map(float, ctrl)),
                            tree.timestep if dt is None else dt, NUMPY)
     return np.array(q_next), np.array(qd_next)

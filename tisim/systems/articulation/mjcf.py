@@ -5,8 +5,12 @@ MuJoCo resolves defaults, units, inertia from geoms, `fromto` and the rest; this
 model's arrays. Everything an Articulation will not simulate is refused, by name, before a Tree is returned, so a
 loaded tree means the same dynamics as the file (up to what `ignore` names):
 
-- `ignore=("contacts",)` drops every pair of geoms that MuJoCo could collide (and every explicit <pair>);
-- `ignore=("limits",)` drops joint limits (the tree's joints come out unlimited; `joint_range` keeps the ranges);
+- contacts of a sphere, capsule or box with a plane on the world are simulated (tisim's penalty law, not MuJoCo's
+  soft constraints: see the Articulation); any other pair of geoms that MuJoCo could collide is refused, and
+  `ignore=("contacts",)` drops every pair (and every explicit <pair>);
+- hinge and slide limits are simulated (tisim's penalty law, not MuJoCo's soft constraints); a limited ball joint is
+  refused, and `ignore=("limits",)` drops every limit (the tree's joints come out unlimited; `joint_range` keeps
+  the ranges);
 - `ignore=("ref",)` accepts hinge and slide joints with a nonzero `ref`: the tree's q is then measured from the
   model's initial pose, q = qpos - qpos0 (ranges and spring references shift with it).
 
@@ -16,13 +20,14 @@ import os
 
 import numpy as np
 
-from tisim.systems.articulation.tree import BALL, FREE, HINGE, SLIDE, Tree
+from tisim.systems.articulation.tree import BALL, BOX, CAPSULE, FREE, HINGE, PLANE, SLIDE, SPHERE, Tree
 
 IGNORABLE = ("contacts", "limits", "ref")
 
 # MuJoCo's enums (mjtJoint, mjtIntegrator, mjtTrn, mjtDyn, mjtGain, mjtBias, mjtDisableBit), as plain numbers.
 _FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
 _JOINTS = {_FREE: FREE, _BALL: BALL, _SLIDE: SLIDE, _HINGE: HINGE}
+_GEOMS = {0: PLANE, 2: SPHERE, 3: CAPSULE, 6: BOX}  # mjtGeom: the shapes the contacts know
 _INTEGRATORS = {0: "euler", 1: "rk4"}
 _INTEGRATOR_NAMES = {2: "implicit", 3: "implicitfast", 4: "discrete"}
 _TRN_JOINT, _TRN_JOINTINPARENT = 0, 1
@@ -200,15 +205,31 @@ def _refusals(model, ignore):
                "has a nonzero ref: the tree's q is zero at the model's initial pose; set ref=0 (moving the body "
                "instead), or pass ignore=(\"ref\",) to measure q from the initial pose (q = qpos - qpos0)")
     if "limits" not in ignore and constraints and not flags & _DSBL_LIMIT:
-        refuse([joint[j] for j in np.flatnonzero(m.jnt_limited)],
-               "is limited: joint limits are not simulated yet; set limited=\"false\", or pass "
-               "ignore=(\"limits\",) to drop them knowingly")
+        refuse([joint[j] for j in np.flatnonzero(m.jnt_limited & turning)],
+               "is a limited ball joint: its cone of limits is not simulated; set limited=\"false\", or pass "
+               "ignore=(\"limits\",) to drop every limit knowingly")
     if "contacts" not in ignore and constraints and not flags & _DSBL_CONTACT:
-        pairs = [_label("pair", m.pair(p).name, p) for p in range(m.npair)]
-        pairs += [f"{geom[a]} with {geom[b]}" for a, b in _colliding_geoms(m, flags)]
-        refuse(pairs, "could collide: contacts are not simulated yet; set contype/conaffinity so that no two geoms "
-                      "can touch, or pass ignore=(\"contacts\",) to drop them knowingly")
+        refuse([_label("pair", m.pair(p).name, p) for p in range(m.npair)],
+               "explicit contact pairs are not simulated; remove the <contact> pairs, or pass "
+               "ignore=(\"contacts\",) to drop every contact knowingly")
+        pairs = _colliding_geoms(m, flags)
+        refuse([f"{geom[a]} with {geom[b]}" for a, b in pairs if _plane_and_shape(m, a, b) is None],
+               "could collide: only a sphere, capsule or box touching a plane of the world is simulated; set "
+               "contype/conaffinity so that these cannot touch, or pass ignore=(\"contacts\",) to drop every "
+               "contact knowingly")
+        touching = sorted({g for pair in pairs if _plane_and_shape(m, *pair) for g in pair})
+        refuse([geom[g] for g in touching if m.geom_condim[g] not in (1, 3)],
+               "has condim 4 or 6: torsional and rolling friction are not simulated; use condim 3 (or 1)")
     return out
+
+
+def _plane_and_shape(m, a, b):
+    """(plane, shape) if geoms a and b are a plane of the world and a sphere, capsule or box, else None."""
+    for plane, shape in ((a, b), (b, a)):
+        if (_GEOMS.get(int(m.geom_type[plane])) == PLANE and m.geom_bodyid[plane] == 0
+                and _GEOMS.get(int(m.geom_type[shape])) in (SPHERE, CAPSULE, BOX)):
+            return int(plane), int(shape)
+    return None
 
 
 def _colliding_geoms(m, flags):
@@ -254,6 +275,12 @@ def _read(m, source, ignore):
         gravity[:] = 0.0
     if flags & _DSBL_CLAMPCTRL:
         ctrllimited[:] = False
+    contacting = ("contacts" not in ignore and not flags & (_DSBL_CONTACT | _DSBL_CONSTRAINT))
+    pairs = [_plane_and_shape(m, a, b) for a, b in _colliding_geoms(m, flags)] if contacting else []
+    geoms = [g for g in range(m.ngeom) if int(m.geom_type[g]) in _GEOMS]  # the shapes a tree keeps
+    index = {g: i for i, g in enumerate(geoms)}
+    friction = np.array(m.geom_friction[geoms, 0], dtype=float)
+    friction[m.geom_condim[geoms] == 1] = 0.0  # condim 1: frictionless
     return Tree(
         name=_model_name(m) or os.path.splitext(os.path.basename(source))[0],
         parent=parent,
@@ -277,6 +304,13 @@ def _read(m, source, ignore):
         gear=np.array(m.actuator_gear[:, 0], dtype=float),
         ctrllimited=ctrllimited,
         ctrlrange=np.array(m.actuator_ctrlrange, dtype=float),
+        geom_type=tuple(_GEOMS[int(m.geom_type[g])] for g in geoms),
+        geom_body=np.array(m.geom_bodyid[geoms], dtype=int),
+        geom_pos=np.array(m.geom_pos[geoms], dtype=float).reshape(-1, 3),
+        geom_quat=np.array(m.geom_quat[geoms], dtype=float).reshape(-1, 4),
+        geom_size=np.array(m.geom_size[geoms], dtype=float).reshape(-1, 3),
+        geom_friction=friction,
+        contact_pairs=np.array([(index[a], index[b]) for a, b in pairs], dtype=int).reshape(-1, 2),
         gravity=gravity,
         timestep=float(m.opt.timestep),
         integrator=_INTEGRATORS[int(m.opt.integrator)],
@@ -284,4 +318,5 @@ def _read(m, source, ignore):
         body_names=tuple(m.body(b).name for b in range(m.nbody)),
         joint_names=tuple(m.joint(j).name for j in range(m.njnt)),
         actuator_names=tuple(m.actuator(a).name for a in range(m.nu)),
+        geom_names=tuple(m.geom(g).name for g in geoms),
     )

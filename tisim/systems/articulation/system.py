@@ -6,9 +6,14 @@ from the Python builder (builder.py). Its state is the joint coordinates q and v
 motors. Each step computes the mass matrix by the composite-rigid-body algorithm and the bias forces by recursive
 Newton-Euler (dynamics.py, unrolled over the tree at compile time), solves for the joint accelerations and
 integrates with the tree's integrator: MuJoCo's semi-implicit Euler, whose damping is implicit, or RK4. Without
-contacts and joint limits, a rollout is MuJoCo's mj_step to rounding (tests/test_articulation.py). Contacts and
-joint limits are not simulated yet: a model that has them is refused unless told to drop them knowingly
-(load_mjcf's ignore=).
+contacts and joint limits, a rollout is MuJoCo's mj_step to rounding (tests/test_articulation.py).
+
+Contacts (a sphere, capsule or box on a plane) and the limits of hinges and slides act through tisim's own laws,
+not MuJoCo's soft constraints: a penalty normal force with damping while compressing
+(tisim.physics.contact.penalty_normal_soft_compression) and isotropic regularized Coulomb friction
+(friction_isotropic_tanh), whose stiffness, damping, softness, friction and slip scale are parameters; a limit is
+the same normal law against each end of the joint's range. With them, a rollout is not MuJoCo's, and its step
+must resolve the penalty's stiffness (a smaller dt than MuJoCo's may be needed).
 
 The masses, inertias, centres of mass, body offsets, joint anchors, springs, damping, armature, motor gears and
 gravity are parameters, so every one has a gradient; the orientations of bodies and joint axes are structure. A
@@ -17,19 +22,19 @@ rollout may start from one of any length.
 """
 import os
 
-import numpy as np
 import taichi as ti
 
 from tisim.core.engine import System
 from tisim.core.model import check_derived, check_run
 from tisim.core.quantities import Quantity
+from tisim.physics import contact
 from tisim.systems.articulation import dynamics
 from tisim.systems.articulation.builder import Builder
 from tisim.systems.articulation.mjcf import IGNORABLE, load_mjcf
 from tisim.systems.articulation.tree import BALL, FREE, Tree, reference_coordinates
 
 DERIVED = {name: "it follows from the tree (tree=)"
-           for name in ("n_bodies", "n_joints", "n_coordinates", "n_dofs", "n_actuators")}
+           for name in ("n_bodies", "n_joints", "n_coordinates", "n_dofs", "n_actuators", "n_geoms")}
 
 
 @ti.func
@@ -48,7 +53,13 @@ def bind(value):
     return value if isinstance(value, (int, float)) else let(value)
 
 
-TAICHI = dynamics.Ops(ti.sin, ti.cos, ti.sqrt, bind, lambda x, low, high: ti.min(ti.max(x, low), high))
+def friction(vt, fn, mu, eps):
+    force = contact.friction_isotropic_tanh(ti.Vector([vt[0], vt[1], vt[2]]), fn, mu, eps)
+    return tuple(component(force, k) for k in range(3))
+
+
+TAICHI = dynamics.Ops(ti.sin, ti.cos, ti.sqrt, bind, lambda x, low, high: ti.min(ti.max(x, low), high), ti.max,
+                      contact.penalty_normal_soft_compression, friction)
 
 
 def double_pendulum():
@@ -84,6 +95,21 @@ class Articulation(System):
                  "rotor's, reflected)", shape=("n_joints",), bounds="[0, inf)"),
         Quantity("gear", 1.0, "N m or N", "force of each motor per unit of its action", shape=("n_actuators",)),
         Quantity("gravity", 0.0, "m/s^2", "gravitational acceleration vector (z up: (0, 0, -9.81))", shape=(3,)),
+        Quantity("geom_friction", 1.0, "-", "Coulomb coefficient of each geom (a contact takes the larger of its "
+                 "two geoms')", shape=("n_geoms",), bounds="[0, inf)"),
+        Quantity("contact_stiffness", 1.0, "N/m", "normal force per metre of a contact point's depth below a plane",
+                 bounds="[0, inf)"),
+        Quantity("contact_damping", 0.0, "N s/m", "normal force per metre per second of a contact point's "
+                 "approach, while it approaches", bounds="[0, inf)"),
+        Quantity("contact_softness", 0.0, "m", "softplus length of the contact activation; 0 = hard switch",
+                 bounds="[0, inf)"),
+        Quantity("eps", 0.01, "m/s", "velocity scale of the regularized friction law", bounds="(0, inf)"),
+        Quantity("limit_stiffness", 1.0, "N m/rad or N/m", "force of a joint limit per unit past it",
+                 bounds="[0, inf)"),
+        Quantity("limit_damping", 0.0, "N m s/rad or N s/m", "force of a joint limit per unit of velocity further "
+                 "past it", bounds="[0, inf)"),
+        Quantity("limit_softness", 0.0, "rad or m", "softplus length of a joint limit's activation; 0 = hard "
+                 "switch", bounds="[0, inf)"),
     )
     STATE = (
         Quantity("q", 0.0, "rad, m or -", "the joints' coordinates, joint after joint: a hinge's angle or a slide's "
@@ -95,7 +121,7 @@ class Articulation(System):
     )
     ACTION = (Quantity("ctrl", 0.0, "-", "each motor's action (its force is gear x ctrl, ctrl clamped to its range; "
                        "a tree without motors has one that drives nothing)", shape=("n_actuators",)),)
-    STRUCTURE = ("n_bodies", "n_joints", "n_coordinates", "n_dofs", "n_actuators")
+    STRUCTURE = ("n_bodies", "n_joints", "n_coordinates", "n_dofs", "n_actuators", "n_geoms")
 
     def __init__(self, horizon, batch=1, dt=None, tree=None, ignore=(), **values):
         check_run("Articulation", horizon, batch, dt)
@@ -113,11 +139,6 @@ class Articulation(System):
                 raise type(error)(f"Articulation: tree={os.fspath(tree)[:80]!r}: {error}") from None
         elif not isinstance(tree, Tree):
             raise TypeError(f"Articulation: tree must be a Tree or an MJCF file path, got {type(tree).__name__}")
-        if np.any(tree.limited):
-            limited = [tree.joint_names[j] if tree.joint_names else str(j) for j in np.flatnonzero(tree.limited)]
-            raise ValueError(f"Articulation: the tree {tree.name!r} ({tree.source}) limits joints {limited}: joint "
-                             "limits are not simulated yet; build it without range=, or load the file with "
-                             "ignore=(\"limits\",) to drop them knowingly")
         self.tree = tree
         self.DT = tree.timestep
         if len(tree.joint_type) == 0:
@@ -126,11 +147,14 @@ class Articulation(System):
         structure = dynamics.structure_of(tree)
         super().__init__(horizon, batch, dt, n_bodies=len(tree.parent) - 1, n_joints=len(tree.joint_type),
                          n_coordinates=structure.n_coordinates, n_dofs=structure.n_dofs,
-                         n_actuators=max(len(tree.actuator_joint), 1), **values)
+                         n_actuators=max(len(tree.actuator_joint), 1), n_geoms=max(len(tree.geom_type), 1),
+                         **values)
         defaults = dict(body_mass=tree.mass[1:], body_com=tree.ipos[1:], body_inertia=tree.inertia[1:],
                         body_offset=tree.pos[1:], joint_anchor=tree.joint_pos, joint_stiffness=tree.stiffness,
                         joint_springref=tree.springref, joint_damping=tree.damping, joint_armature=tree.armature,
-                        gear=tree.gear if len(tree.gear) else [0.0], gravity=tree.gravity)
+                        gear=tree.gear if len(tree.gear) else [0.0], gravity=tree.gravity,
+                        geom_friction=tree.geom_friction if len(tree.geom_type) else [0.0],
+                        **dynamics.contact_defaults(tree))
         self.set_params(**{name: value for name, value in defaults.items() if name not in values})
         if any(kind in (BALL, FREE) for kind in tree.joint_type):  # a quaternion of zeros is no orientation
             self.set_initial_state(q=reference_coordinates(tree))
@@ -157,7 +181,12 @@ class Articulation(System):
             damping=[s.param("joint_damping", j) for j in range(nj)],
             armature=[s.param("joint_armature", j) for j in range(nj)],
             gear=[s.param("gear", k) for k in range(self.n_actuators)],
-            gravity=vector("gravity", 0))
+            gravity=vector("gravity", 0),
+            friction=[bind(s.param("geom_friction", g)) for g in range(self.n_geoms)],
+            contact_stiffness=bind(s.param("contact_stiffness")), contact_damping=bind(s.param("contact_damping")),
+            contact_softness=bind(s.param("contact_softness")), eps=bind(s.param("eps")),
+            limit_stiffness=bind(s.param("limit_stiffness")), limit_damping=bind(s.param("limit_damping")),
+            limit_softness=bind(s.param("limit_softness")))
 
     def read_state(self, s):
         q = [bind(s.state("q", c)) for c in range(self.n_coordinates)]

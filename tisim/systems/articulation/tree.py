@@ -18,12 +18,19 @@ A joint may have damping and armature (added to the mass matrix's diagonal), the
 freedom; a hinge or slide may have a spring (stiffness, toward springref) and a range, if it is limited.
 Actuators are motors on hinges and slides: the force (or torque) on joint `actuator_joint` is gear x the action,
 clamped first to ctrlrange where ctrllimited.
+
+Geoms give bodies shapes that touch: a sphere (size[0] its radius), a capsule (size[0] its radius, size[1] half
+the length of its axis, the geom frame's z), a box (size its half-widths), each placed on its body by pos and quat
+in the body frame; and planes on the world (the geom frame's xy-plane, its z the normal pointing out). Each pair
+in `contact_pairs` (a plane, then a shape on a moving body) may touch, with Coulomb friction max(friction of the
+two geoms).
 """
 from dataclasses import dataclass, field
 
 import numpy as np
 
 HINGE, SLIDE, BALL, FREE = "hinge", "slide", "ball", "free"
+PLANE, SPHERE, CAPSULE, BOX = "plane", "sphere", "capsule", "box"
 DOFS = {HINGE: 1, SLIDE: 1, BALL: 3, FREE: 6}  # velocities of each kind of joint
 COORDINATES = {HINGE: 1, SLIDE: 1, BALL: 4, FREE: 7}  # its coordinates (a quaternion has 4 numbers for 3 turns)
 
@@ -54,6 +61,13 @@ class Tree:
     gear: np.ndarray  # (nactuator,)
     ctrllimited: np.ndarray  # (nactuator,) bool
     ctrlrange: np.ndarray  # (nactuator, 2)
+    geom_type: tuple = ()  # (ngeom,) PLANE, SPHERE, CAPSULE or BOX
+    geom_body: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))  # (ngeom,)
+    geom_pos: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))  # (ngeom, 3) m, body frame
+    geom_quat: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))  # (ngeom, 4)
+    geom_size: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))  # (ngeom, 3) m
+    geom_friction: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (ngeom,) Coulomb coefficient
+    contact_pairs: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), dtype=int))  # (npair, 2): plane, shape
     gravity: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, -9.81]))  # m/s^2
     timestep: float = 0.002  # s
     integrator: str = "euler"  # "euler" (MuJoCo's semi-implicit Euler, damping implicit) or "rk4"
@@ -61,6 +75,7 @@ class Tree:
     body_names: tuple = ()  # (nbody,) str, "" where unnamed; body 0 is "world"; empty when not given
     joint_names: tuple = ()  # (njoint,) str, "" where unnamed; empty when not given
     actuator_names: tuple = ()  # (nactuator,) str, "" where unnamed; empty when not given
+    geom_names: tuple = ()  # (ngeom,) str, "" where unnamed; empty when not given
 
 
 def reference_coordinates(tree):

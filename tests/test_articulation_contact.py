@@ -1,0 +1,193 @@
+"""Contacts and joint limits of an Articulation, against statics and kinematics worked out by hand: a sphere and a
+box resting on a plane sink to where the penalty law carries their weight, a box sliding on a plane decelerates at
+mu g, a pendulum held past its limit rests where the limit's torque balances gravity; the numpy step against the
+Taichi one, gradients through contact, friction and a limit against central differences, and MJCF's contacts."""
+import numpy as np
+import pytest
+
+import tisim
+from tisim.systems.articulation import Articulation, Builder, load_mjcf
+from tisim.systems.articulation import dynamics as dy
+from tisim.systems.articulation.kinematics import body_poses
+from tisim.systems.articulation.tree import reference_coordinates
+
+G = 9.81
+
+
+def root(f, low, high):
+    """The root of f in [low, high] by bisection (f changes sign there), to rounding."""
+    for _ in range(200):
+        middle = 0.5 * (low + high)
+        low, high = (middle, high) if np.sign(f(middle)) == np.sign(f(low)) else (low, middle)
+    return 0.5 * (low + high)
+
+
+def resting(shape, mass=2.0, dt=0.001):
+    """A free sphere (radius 0.1) or box (half-widths 0.2, 0.1, 0.05) of `mass`, its centre 1 cm above where it
+    touches a plane of friction 0.5, Euler at 1 ms."""
+    b = Builder(shape, timestep=dt, integrator="euler")
+    body = b.body(0, pos=(0, 0, 0.11 if shape == "sphere" else 0.06), mass=mass, inertia=(0.01, 0.02, 0.025))
+    b.free(body)
+    if shape == "sphere":
+        b.sphere(body, 0.1, friction=0.5)
+    else:
+        b.box(body, (0.2, 0.1, 0.05), friction=0.5)
+    b.plane(friction=0.2)
+    return b.build()
+
+
+@pytest.mark.parametrize("shape, points, half_height", [("sphere", 1, 0.1), ("box", 4, 0.05)])
+def test_a_body_rests_where_the_penalty_carries_its_weight(shape, points, half_height):
+    """Dropped from 1 cm, a sphere (one contact point) and a box (four corners down) come to rest level, sunk by
+    m g / (n k) (the penalty law's static balance, n points sharing the weight), in numpy and in Taichi alike."""
+    tree = resting(shape)
+    sim = Articulation(horizon=3000, tree=tree)
+    k = sim.params["contact_stiffness"][0]
+    traj = sim.rollout()
+    z = traj["q"][0, -1, 2]
+    assert z == pytest.approx(half_height - 2.0 * G / (points * k), abs=1e-9)
+    np.testing.assert_allclose(traj["q"][0, -1, 3:], [1, 0, 0, 0], atol=1e-9)  # level, not turned
+    assert np.abs(traj["qd"][0, -1]).max() < 1e-6
+    q, qd = reference_coordinates(tree), np.zeros(6)
+    for _ in range(300):
+        q, qd = dy.numpy_step(tree, q, qd, [], params={k: v[0] for k, v in sim.params.items()})
+    np.testing.assert_allclose(q, traj["q"][0, 300], rtol=0, atol=1e-12)
+
+
+def test_a_sliding_box_decelerates_at_mu_g():
+    """A box resting on its four corners, pushed to 1 m/s along x, slides with Coulomb friction max(0.5, 0.2) =
+    0.5: once it has rocked onto its front corners and back (the first 30 ms), its speed falls at mu g (the
+    fitted slope to 0.5%) and stays within 2 mm/s of 1 - mu g t."""
+    tree = resting("box")
+    sim = Articulation(horizon=150, tree=tree)
+    k = sim.params["contact_stiffness"][0]
+    q0 = reference_coordinates(tree)
+    q0[2] = 0.05 - 2.0 * G / (4 * k)  # at rest on the plane
+    sim.set_initial_state(q=q0, qd=[1.0, 0, 0, 0, 0, 0])
+    v = sim.rollout()["qd"][0, :, 0]
+    t = 0.001 * np.arange(151)
+    np.testing.assert_allclose(v[30:], 1.0 - 0.5 * G * t[30:], rtol=0, atol=2e-3)
+    assert np.polyfit(t[30:], v[30:], 1)[0] == pytest.approx(-0.5 * G, rel=5e-3)
+
+
+def limited_pendulum(softness=0.0):
+    """A rod (1 kg, centre 0.25 m below a hinge about y) limited to [-0.5, 0.3] rad, Euler at 1 ms."""
+    b = Builder("limited", timestep=0.001, integrator="euler")
+    rod = b.body(0, pos=(0, 0, 1.0), mass=1.0, ipos=(0, 0, -0.25), inertia=(0.02, 0.02, 0.001))
+    b.motor(b.hinge(rod, axis=(0, 1, 0), range=(-0.5, 0.3), damping=0.05), gear=1.0)
+    return b.build()
+
+
+def test_a_pendulum_rests_where_its_limit_balances_gravity():
+    """Released at the upper limit 0.3 rad with a steady torque of 2 N m pushing it further, the rod comes to rest
+    past the limit where k (theta - 0.3) = 2 - m g d sin(theta) (solved by bisection)."""
+    sim = Articulation(horizon=4000, tree=limited_pendulum())
+    k = sim.params["limit_stiffness"][0]
+    sim.set_initial_state(q=[0.3])
+    sim.set_actions(np.full((4000, 1), 2.0))
+    traj = sim.rollout()
+    rest = root(lambda th: k * (th - 0.3) - (2.0 - 1.0 * G * 0.25 * np.sin(th)), 0.3, 1.0)
+    assert traj["q"][0, -1, 0] == pytest.approx(rest, abs=1e-9)
+    assert abs(traj["qd"][0, -1, 0]) < 1e-7
+
+
+def contact_and_limit_tree():
+    """A sphere sliding on a plane, with a rod on a limited, motored hinge: contact, friction and a limit at once."""
+    b = Builder("slider", timestep=0.002, integrator="euler")
+    ball = b.body(0, pos=(0, 0, 0.1), mass=1.0, inertia=(0.004, 0.004, 0.004))
+    b.free(ball)
+    b.sphere(ball, 0.1, friction=0.8)
+    rod = b.body(ball, pos=(0, 0, 0.2), mass=0.3, ipos=(0, 0, 0.1), inertia=(0.002, 0.002, 0.0005))
+    b.motor(b.hinge(rod, axis=(0, 1, 0), range=(-0.2, 0.2), damping=0.01, armature=0.01), gear=0.5)
+    b.plane(friction=0.3)
+    return b.build()
+
+
+def test_the_taichi_step_is_the_numpy_step_and_its_gradients_are_right():
+    """With the sphere pressed into the plane and sliding, and the rod pushed onto its limit (the sphere's rocking
+    lifts it off now and then), the Taichi rollout equals the numpy step to rounding, and every gradient group (the
+    contact and limit laws' parameters among them) matches Richardson-extrapolated float64 central differences."""
+    tree = contact_and_limit_tree()
+    sim = Articulation(horizon=20, batch=2, tree=tree)
+    sim.set_params(contact_softness=0.002, limit_softness=0.002)  # the laws smooth in the depth, as a test needs
+    q0 = np.tile(np.r_[reference_coordinates(tree)[:7], 0.202], (2, 1))
+    q0[:, 2] = 0.099
+    q0[1, 7] = -0.202
+    # no velocity exactly 0 where a law damps (its damping switches on there: no derivative at that point)
+    qd0 = np.array([[0.5, 0.2, -0.05, 0, 0, 1.0, 0.03], [-0.3, 0.1, -0.02, 0.5, 0, 0, -0.02]])
+    # the motor pushes the rod past its limit (and gravity, the rod standing up): the limit holds it there
+    u = np.random.default_rng(1).uniform(0.5, 1.0, (2, 20, 1)) * np.array([1.0, -1.0])[:, None, None]
+    sim.set_initial_state(q=q0, qd=qd0)
+    sim.set_actions(u)
+    traj = sim.rollout()
+    rod = np.abs(traj["q"][:, :, 7])
+    assert (rod > 0.2).any() and (rod < 0.2).any()  # the rod presses on its limit and leaves it
+    assert np.all(traj["q"][:, :, 2] < 0.1)  # the sphere touches in every step
+    params = sim.params
+    for b in range(2):
+        q, qd = q0[b], qd0[b]
+        for t in range(20):
+            q, qd = dy.numpy_step(tree, q, qd, u[b, t], params={k: v[b] for k, v in params.items()})
+        np.testing.assert_allclose(traj["q"][b, -1], q, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(traj["qd"][b, -1], qd, rtol=0, atol=1e-11)
+    loss = tisim.losses.TerminalTarget({"q": np.r_[0.1, 0.1, 0.1, 1, 0, 0, 0, 0.1], "qd": np.zeros(7)})
+    # 1e-5: the stiff laws amplify the differences' rounding (measured: at most 9e-7 over the sampled entries)
+    report = tisim.gradcheck(sim, loss, step=1e-6, max_entries=12, extrapolate=True)
+    assert report.worst <= 1e-5, str(report)
+
+
+@pytest.fixture(scope="module")
+def gymnasium_assets():
+    gymnasium = pytest.importorskip("gymnasium")
+    pytest.importorskip("mujoco")
+    import os
+    return os.path.join(os.path.dirname(gymnasium.__file__), "envs", "mujoco", "assets")
+
+
+def test_the_ants_contacts_and_limits_load(gymnasium_assets):
+    """Gymnasium's ant: its floor touches the torso's sphere and the legs' twelve capsules (MuJoCo's filter: the
+    legs never touch each other), its hips and ankles are limited."""
+    tree = load_mjcf(f"{gymnasium_assets}/ant.xml")
+    names = tree.geom_names
+    assert [names[p] for p, _ in tree.contact_pairs] == ["floor"] * 13
+    assert names[tree.contact_pairs[0][1]] == "torso_geom" and tree.limited.sum() == 8
+    assert len(dy.structure_of(tree).contacts) == 1 + 12 * 2  # a sphere, and two ends per capsule
+
+
+def test_contacts_other_than_with_a_plane_are_refused_by_name():
+    xml = ('<mujoco model="m"><worldbody><geom name="floor" type="plane" size="1 1 0.1"/>'
+           '<body name="a" pos="0 0 1"><freejoint/><geom name="ga" type="sphere" size="0.1"/></body>'
+           '<body name="b" pos="0 0 2"><freejoint/><geom name="gb" type="{kind}" size="0.1 0.1 0.1"/></body>'
+           '</worldbody></mujoco>')
+    with pytest.raises(ValueError, match="geom 'ga' with geom 'gb': could collide: only a sphere, capsule or box "
+                                         "touching a plane"):
+        load_mjcf(xml.format(kind="box"))
+    with pytest.raises(ValueError, match="geom 'floor' with geom 'gb'"):
+        load_mjcf(xml.format(kind="cylinder"))
+    tree = load_mjcf(xml.format(kind="box"), ignore=("contacts",))
+    assert len(tree.contact_pairs) == 0
+
+
+GYMNASIUM_ROBOTS = {"ant.xml": (), "half_cheetah.xml": (), "hopper.xml": ("ref",), "walker2d.xml": ("ref",),
+                    "inverted_double_pendulum.xml": (), "reacher.xml": ("ref",), "point.xml": ("contacts",),
+                    "pusher.xml": ("contacts",)}
+
+
+@pytest.mark.stress
+@pytest.mark.parametrize("name", sorted(GYMNASIUM_ROBOTS))
+def test_gymnasiums_robots_run_ten_seconds_of_random_actions(name, gymnasium_assets):
+    """Each Gymnasium robot that loads, with its contacts and limits (but where it needs one of them dropped),
+    stepped by Euler at 2 ms, runs 10 s of random actions (redrawn every 50 ms) and stays finite, its shapes never
+    more than 5 cm into the floor."""
+    tree = load_mjcf(f"{gymnasium_assets}/{name}", ignore=GYMNASIUM_ROBOTS[name])
+    tree.integrator, tree.timestep = "euler", 0.002
+    sim = Articulation(horizon=5000, tree=tree)
+    rng = np.random.default_rng(0)
+    sim.set_actions(np.repeat(rng.uniform(-1, 1, (200, sim.n_actuators)), 25, axis=0))
+    traj = sim.rollout()
+    assert np.isfinite(traj["q"]).all() and np.isfinite(traj["qd"]).all()
+    points = dy.structure_of(tree).contacts
+    for t in range(0, 5001, 250):
+        xpos, xmat = body_poses(tree, traj["q"][0, t])
+        gaps = [np.dot(p.normal, xpos[p.body] + xmat[p.body] @ p.point) - p.offset - p.radius for p in points]
+        assert min(gaps, default=0.0) > -0.05, (t, min(gaps))
