@@ -6,7 +6,8 @@ model's arrays. Everything an Articulation will not simulate is refused, by name
 loaded tree means the same dynamics as the file (up to what `ignore` names):
 
 - contacts of a sphere, capsule or box with a plane on the world are simulated (tisim's penalty law, not MuJoCo's
-  soft constraints: see the Articulation); any other pair of geoms that MuJoCo could collide is refused, and
+  soft constraints: see the Articulation); any other pair of geoms that MuJoCo could collide is refused:
+  `ignore=("body_contacts",)` drops the pairs that are not a shape on a plane (keeping the floor), and
   `ignore=("contacts",)` drops every pair (and every explicit <pair>);
 - hinge and slide limits are simulated (tisim's penalty law, not MuJoCo's soft constraints); a limited ball joint is
   refused, and `ignore=("limits",)` drops every limit (the tree's joints come out unlimited; `joint_range` keeps
@@ -22,7 +23,7 @@ import numpy as np
 
 from tisim.systems.articulation.tree import BALL, BOX, CAPSULE, FREE, HINGE, PLANE, SLIDE, SPHERE, Tree
 
-IGNORABLE = ("contacts", "limits", "ref")
+IGNORABLE = ("contacts", "body_contacts", "limits", "ref")
 
 # MuJoCo's enums (mjtJoint, mjtIntegrator, mjtTrn, mjtDyn, mjtGain, mjtBias, mjtDisableBit), as plain numbers.
 _FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
@@ -213,10 +214,12 @@ def _refusals(model, ignore):
                "explicit contact pairs are not simulated; remove the <contact> pairs, or pass "
                "ignore=(\"contacts\",) to drop every contact knowingly")
         pairs = _colliding_geoms(m, flags)
-        refuse([f"{geom[a]} with {geom[b]}" for a, b in pairs if _plane_and_shape(m, a, b) is None],
-               "could collide: only a sphere, capsule or box touching a plane of the world is simulated; set "
-               "contype/conaffinity so that these cannot touch, or pass ignore=(\"contacts\",) to drop every "
-               "contact knowingly")
+        if "body_contacts" not in ignore:
+            refuse([f"{geom[a]} with {geom[b]}" for a, b in pairs if _plane_and_shape(m, a, b) is None],
+                   "could collide: only a sphere, capsule or box touching a plane of the world is simulated; set "
+                   "contype/conaffinity so that these cannot touch, or pass ignore=(\"body_contacts\",) to drop "
+                   "them (keeping the contacts with planes) or ignore=(\"contacts\",) to drop every contact "
+                   "knowingly")
         touching = sorted({g for pair in pairs if _plane_and_shape(m, *pair) for g in pair})
         refuse([geom[g] for g in touching if m.geom_condim[g] not in (1, 3)],
                "has condim 4 or 6: torsional and rolling friction are not simulated; use condim 3 (or 1)")
@@ -277,6 +280,7 @@ def _read(m, source, ignore):
         ctrllimited[:] = False
     contacting = ("contacts" not in ignore and not flags & (_DSBL_CONTACT | _DSBL_CONSTRAINT))
     pairs = [_plane_and_shape(m, a, b) for a, b in _colliding_geoms(m, flags)] if contacting else []
+    pairs = [pair for pair in pairs if pair is not None]  # the others were refused, or dropped (body_contacts)
     geoms = [g for g in range(m.ngeom) if int(m.geom_type[g]) in _GEOMS]  # the shapes a tree keeps
     index = {g: i for i, g in enumerate(geoms)}
     friction = np.array(m.geom_friction[geoms, 0], dtype=float)
