@@ -186,3 +186,29 @@ def test_bad_trees_are_refused_by_name():
     with pytest.raises(ValueError, match=r"Articulation: ignore=\('contacts',\) applies to an MJCF file"):
         Articulation(horizon=2, ignore=("contacts",))
     assert Articulation(horizon=2).tree.name == double_pendulum().name
+
+
+def test_a_point_target_is_the_distance_of_a_bodys_point_and_has_gradients():
+    """point_target's value is weight |p_t - target|^2 summed over its steps, p_t the lower rod's tip by the numpy
+    kinematics (and so MuJoCo's, tests/test_articulation_tree.py); its gradients match central differences; a body
+    that is not there is refused by name."""
+    from tisim.systems.articulation.kinematics import body_poses
+    sim = Articulation(horizon=20, batch=2)
+    rng = np.random.default_rng(0)
+    sim.set_initial_state(q=rng.normal(0, 0.5, (2, 2)), qd=rng.normal(0, 1, (2, 2)))
+    sim.set_actions(rng.uniform(-1, 1, (2, 20, 2)))
+    target, tip = np.array([0.3, 0.0, 0.2]), np.array([0.0, 0.0, -0.5])
+    loss = sim.point_target(2, target, point=tip, steps=[10, 20], weight=2.0)
+    traj = sim.rollout()
+    expected = 0.0
+    for b in range(2):
+        for t in (10, 20):
+            xpos, xmat = body_poses(sim.tree, traj["q"][b, t])
+            expected += 2.0 * np.sum((xpos[2] + xmat[2] @ tip - target) ** 2)
+    assert sim.gradient(loss).value == pytest.approx(expected, rel=1e-13)
+    report = tisim.gradcheck(sim, loss, step=1e-5, max_entries=10, extrapolate=True)
+    assert report.worst <= 1e-5, str(report)
+    with pytest.raises(ValueError, match="no body named 'hand'"):
+        sim.point_target("hand", target)
+    with pytest.raises(ValueError, match="body must be a name or an index from 1 to 2, got 0"):
+        sim.point_target(0, target)

@@ -22,9 +22,11 @@ rollout may start from one of any length.
 """
 import os
 
+import numpy as np
 import taichi as ti
 
 from tisim.core.engine import System
+from tisim.core.losses import Custom
 from tisim.core.model import check_derived, check_run
 from tisim.core.quantities import Quantity
 from tisim.physics import contact
@@ -215,6 +217,50 @@ class Articulation(System):
         for d in range(self.n_dofs):
             s.add_rate("qd", d, qdd[d])
         return None
+
+    def body_index(self, body):
+        """A body's index in the tree from its index or its name (the world is 0 and cannot be asked for)."""
+        names = self.tree.body_names
+        if isinstance(body, str):
+            if body not in names or body == "world":
+                raise ValueError(f"{type(self).__name__}: no body named {body!r} in the tree {self.tree.name!r}; its "
+                                 f"bodies: {[n for n in names[1:] if n]}")
+            return names.index(body)
+        if isinstance(body, bool) or not isinstance(body, (int, np.integer)) or not 1 <= body <= self.n_bodies:
+            raise ValueError(f"{type(self).__name__}: body must be a name or an index from 1 to {self.n_bodies}, "
+                             f"got {body!r}")
+        return int(body)
+
+    def point_target(self, body, target, point=(0.0, 0.0, 0.0), steps=None, weight=1.0):
+        """A loss: sum over `steps` (default: the final step) of weight |p_t - target|^2, p_t the position in the world
+        of `point` (in the frame of `body`, a name or an index) at step t. A fingertip that should reach a target;
+        several of them, summed, make a path through targets. The tree's frames are taken at their initial values
+        (body offsets, joint anchors), so this loss has gradients for states and actions, not for those parameters."""
+        index = self.body_index(body)
+        target = np.asarray(target, dtype=float)
+        point = np.asarray(point, dtype=float)
+        if target.shape != (3,) or point.shape != (3,) or not (np.isfinite(target).all() and np.isfinite(point).all()):
+            raise ValueError(f"{type(self).__name__}.point_target: target and point must be 3 finite numbers, got "
+                             f"{target.tolist()!r} and {point.tolist()!r}")
+        weight = float(weight)
+        if not (np.isfinite(weight) and weight >= 0):
+            raise ValueError(f"{type(self).__name__}.point_target: weight must be >= 0, got {weight!r}")
+        structure, frames = dynamics.structure_of(self.tree), dynamics.params_of(self.tree)
+        offset, n = self.index("q"), self.n_coordinates
+        local, goal = tuple(float(c) for c in point), tuple(float(c) for c in target)
+
+        def squared_distance(coordinates):
+            q = [bind(component(coordinates, c)) for c in range(n)]
+            R, origin, _ = dynamics.kinematics(structure, frames, q, TAICHI)
+            where = dynamics.add(origin[index], dynamics.matvec(R[index], local))
+            return (weight * sum((where[k] - goal[k]) ** 2 for k in range(3)),)
+
+        @ti.func
+        def loss(x: ti.template(), theta: ti.template(), u: ti.template(), b, t):
+            coordinates = ti.Vector([x[b, t, offset + c] for c in ti.static(range(n))])
+            return ti.static(squared_distance(coordinates))[0]
+
+        return Custom(loss, steps=steps)
 
     @ti.func
     def step(self, s: ti.template()):
