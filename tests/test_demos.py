@@ -405,3 +405,22 @@ def test_the_demos_plots_have_labelled_axes_and_no_text_outside(sensitivity_grow
         assert plots.text_outside(figure) == []
     panels = [axes for axes in contact.axes if axes.get_visible() and axes.get_title()]
     assert len(panels) == 5 and len({round(axes.get_position().y0, 2) for axes in panels}) == 2  # two rows
+
+
+@pytest.fixture(scope="module")
+def reach():
+    pytest.importorskip("mujoco")
+    pytest.importorskip("gymnasium")
+    return load_demo("reach")
+
+
+@pytest.mark.perturbed
+def test_reach_brings_the_fingertip_to_every_target(reach, tmp_path):
+    """In the short run (40 Adam iterations) the reacher's fingertip comes within 8 cm of each target at its time
+    (from 10 to 35 cm with the motors off), and the picture, the loss plot and the figures are written."""
+    r = reach.main(["--out", str(tmp_path), "--short"])
+    assert max(r["miss_after_m"]) < 0.08 and min(r["miss_before_m"]) > 0.09, r
+    assert r["loss_after"] < 0.3 * r["loss_before"]
+    gif = tmp_path / "reach.gif"
+    assert gif.exists() and 10_000 < gif.stat().st_size < 2_000_000
+    assert (tmp_path / "reach_loss.png").stat().st_size > 10_000 and (tmp_path / "reach.json").exists()
