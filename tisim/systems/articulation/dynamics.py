@@ -31,7 +31,38 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from tisim.physics.contact import friction_isotropic_tanh_value, penalty_normal_soft_compression_value
-from tisim.systems.articulation.tree import BALL, CAPSULE, COORDINATES, DOFS, FREE, HINGE, SLIDE, SPHERE
+from tisim.systems.articulation.algebra import (
+    add,
+    add_inertia,
+    add_motion,
+    apply_inertia,
+    axis_rotation,
+    bind,
+    constant,
+    cross,
+    cross_force,
+    cross_motion,
+    dot,
+    matmul,
+    matvec,
+    minus,
+    mul,
+    plus,
+    power,
+    quat_advance,
+    quat_matrix,
+    quat_normalized,
+    quat_rate,
+    quat_rotation,
+    scale,
+    scale_motion,
+    sub,
+    sub_motion,
+    sum_motions,
+    total,
+)
+from tisim.systems.articulation.contacts import contact_defaults, contact_force, contact_points
+from tisim.systems.articulation.tree import BALL, COORDINATES, DOFS, FREE, HINGE, SLIDE
 
 
 class Ops(NamedTuple):
@@ -53,177 +84,6 @@ def _numpy_friction(vt, fn, mu, eps):
 
 NUMPY = Ops(np.sin, np.cos, np.sqrt, lambda value: value, lambda x, low, high: min(max(x, low), high), max,
             penalty_normal_soft_compression_value, _numpy_friction)
-
-
-# ---- scalar arithmetic that folds the constants a tree's structure brings (axis-aligned frames: zeros and ones), so
-# that Taichi compiles only the arithmetic that remains (its compile time grows faster than the code) ----------------
-def constant(x):
-    return isinstance(x, (int, float))
-
-
-def mul(a, b):
-    if constant(a) and constant(b):
-        return a * b
-    if constant(a):
-        return 0.0 if a == 0 else b if a == 1 else -b if a == -1 else a * b
-    if constant(b):
-        return 0.0 if b == 0 else a if b == 1 else -a if b == -1 else a * b
-    return a * b
-
-
-def plus(a, b):
-    if constant(a) and a == 0:
-        return b
-    if constant(b) and b == 0:
-        return a
-    return a + b
-
-
-def minus(a, b):
-    if constant(b) and b == 0:
-        return a
-    if constant(a) and a == 0:
-        return b if constant(b) and b == 0 else -b
-    return a - b
-
-
-def total(terms):
-    out = 0.0
-    for term in terms:
-        out = plus(out, term)
-    return out
-
-
-# ---- small vector algebra on tuples of scalars ---------------------------------------------------------------------
-def add(a, b):
-    return tuple(plus(x, y) for x, y in zip(a, b))
-
-
-def sub(a, b):
-    return tuple(minus(x, y) for x, y in zip(a, b))
-
-
-def scale(s, a):
-    return tuple(mul(s, x) for x in a)
-
-
-def dot(a, b):
-    return total(mul(x, y) for x, y in zip(a, b))
-
-
-def cross(a, b):
-    return (minus(mul(a[1], b[2]), mul(a[2], b[1])), minus(mul(a[2], b[0]), mul(a[0], b[2])),
-            minus(mul(a[0], b[1]), mul(a[1], b[0])))
-
-
-def matvec(m, v):
-    return tuple(dot(row, v) for row in m)
-
-
-def matmul(a, b):
-    return tuple(tuple(total(mul(a[i][k], b[k][j]) for k in range(3)) for j in range(3)) for i in range(3))
-
-
-def transpose(m):
-    return tuple(tuple(m[j][i] for j in range(3)) for i in range(3))
-
-
-def quat_matrix(quat):
-    """The rotation matrix of a unit quaternion (w, x, y, z), as floats (orientations are constants)."""
-    w, x, y, z = (float(c) for c in np.asarray(quat, dtype=float) / np.linalg.norm(quat))
-    return ((1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)),
-            (2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)),
-            (2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)))
-
-
-def axis_rotation(e, angle, ops):
-    """Rodrigues: the rotation by `angle` about the unit axis e, I + sin [e]x + (1 - cos) [e]x^2."""
-    s, c = ops.sin(angle), ops.cos(angle)
-    k = ops.bind(1.0 - c)
-
-    def entry(i, j, sign, axis):  # delta_ij c + k e_i e_j + sign s e_axis
-        value = mul(k, mul(e[i], e[j]))
-        value = plus(value, c) if i == j else value
-        return value if axis is None else plus(value, mul(sign, mul(s, e[axis])))
-    return ((entry(0, 0, 0, None), entry(0, 1, -1.0, 2), entry(0, 2, 1.0, 1)),
-            (entry(1, 0, 1.0, 2), entry(1, 1, 0, None), entry(1, 2, -1.0, 0)),
-            (entry(2, 0, -1.0, 1), entry(2, 1, 1.0, 0), entry(2, 2, 0, None)))
-
-
-def bind(ops, value):
-    """Each scalar of a scalar, vector or matrix given a variable of its own."""
-    if isinstance(value, tuple):
-        return tuple(bind(ops, part) for part in value)
-    return ops.bind(value)
-
-
-# ---- quaternions (w, x, y, z) of expressions: ball and free joints ----------------------------------------------
-def quat_normalized(quat, ops):
-    norm = ops.bind(ops.sqrt(total(mul(c, c) for c in quat)))
-    return tuple(ops.bind(c / norm) for c in quat)
-
-
-def quat_product(a, b):
-    """The Hamilton product a b (first turn by b, then by a)."""
-    aw, ax, ay, az = a
-    bw, bx, by, bz = b
-    return (total((mul(aw, bw), -mul(ax, bx), -mul(ay, by), -mul(az, bz))),
-            total((mul(aw, bx), mul(ax, bw), mul(ay, bz), -mul(az, by))),
-            total((mul(aw, by), -mul(ax, bz), mul(ay, bw), mul(az, bx))),
-            total((mul(aw, bz), mul(ax, by), -mul(ay, bx), mul(az, bw))))
-
-
-def quat_rotation(quat):
-    """The rotation matrix of a unit quaternion of expressions."""
-    w, x, y, z = quat
-
-    def twice(a, b, c, d):  # 2 (a b + c d)
-        return 2.0 * (mul(a, b) + mul(c, d))
-    return ((1.0 - twice(y, y, z, z), twice(x, y, -w, z), twice(x, z, w, y)),
-            (twice(x, y, w, z), 1.0 - twice(x, x, z, z), twice(y, z, -w, x)),
-            (twice(x, z, -w, y), twice(y, z, w, x), 1.0 - twice(x, x, y, y)))
-
-
-def quat_advance(quat, omega, h, ops):
-    """MuJoCo's mju_quatIntegrate: the normalized quat turned by the angle h |omega| about omega (body frame).
-    A tiny term under the root keeps the turn's derivative finite at omega = 0 (it shifts |omega| by < 1e-15)."""
-    size = ops.bind(ops.sqrt(total(mul(c, c) for c in omega) + 1e-30))
-    half = ops.bind(0.5 * h * size)
-    along = ops.bind(ops.sin(half) / size)
-    turn = (ops.cos(half),) + tuple(mul(along, c) for c in omega)
-    return tuple(ops.bind(c) for c in quat_product(quat_normalized(quat, ops), turn))
-
-
-def quat_rate(quat, omega):
-    """dq/dt = q (0, omega) / 2 for an angular velocity omega in the body's frame."""
-    return tuple(mul(0.5, c) for c in quat_product(quat, (0.0,) + tuple(omega)))
-
-
-# ---- spatial algebra: motion (w, v) and force (n, f) about the world origin ------------------------------------------
-def cross_motion(a, b):
-    """a x b for motions a = (w, v), b = (w2, v2): (w x w2, w x v2 + v x w2)."""
-    return cross(a[0], b[0]), add(cross(a[0], b[1]), cross(a[1], b[0]))
-
-
-def cross_force(a, f):
-    """a x* f for a motion a = (w, v) and a force f = (n, f): (w x n + v x f, w x f)."""
-    return add(cross(a[0], f[0]), cross(a[1], f[1])), cross(a[0], f[1])
-
-
-def apply_inertia(inertia, motion):
-    """The momentum of a spatial inertia (A, h, m) moving at (w, v): (A w + h x v, m v - h x w), where h = m c
-    (c the centre of mass) and A = I_c + m ((c . c) 1 - c c^T), the rotational inertia about the origin."""
-    A, h, m = inertia
-    w, v = motion
-    return add(matvec(A, w), cross(h, v)), sub(scale(m, v), cross(h, w))
-
-
-def add_inertia(a, b):
-    return (tuple(add(ra, rb) for ra, rb in zip(a[0], b[0])), add(a[1], b[1]), a[2] + b[2])
-
-
-def power(motion, force):
-    return dot(motion[0], force[0]) + dot(motion[1], force[1])
 
 
 # ---- the tree's structure, as Python data (constants at compile time) ------------------------------------------------
@@ -280,40 +140,6 @@ class Structure(NamedTuple):
         return path
 
 
-class Contact(NamedTuple):
-    """A point of a shape that may touch a plane: a sphere's centre, a capsule's two end centres (with the radius), a
-    box's eight corners (radius 0). It touches when its distance to the plane is below the radius."""
-
-    body: int
-    point: tuple  # in the body's frame
-    radius: float
-    normal: tuple  # the plane's, in the world
-    offset: float  # the plane is {y : normal . y = offset}
-    shape: int  # geom indices, for the friction
-    plane: int
-
-
-def contact_points(tree):
-    points = []
-    for plane, shape in tree.contact_pairs:
-        turn = np.array(quat_matrix(tree.geom_quat[plane]))
-        normal = turn[:, 2]
-        offset = float(normal @ tree.geom_pos[plane])
-        body = int(tree.geom_body[shape])
-        rotation = np.array(quat_matrix(tree.geom_quat[shape]))
-        size, kind = tree.geom_size[shape], tree.geom_type[shape]
-        if kind == SPHERE:
-            local, radius = [np.zeros(3)], size[0]
-        elif kind == CAPSULE:
-            local, radius = [np.array([0, 0, size[1]]), np.array([0, 0, -size[1]])], size[0]
-        else:
-            local, radius = [size * (2 * np.array(c) - 1) for c in np.ndindex(2, 2, 2)], 0.0
-        for corner in local:
-            points.append(Contact(body, tuple(float(c) for c in tree.geom_pos[shape] + rotation @ corner),
-                                  float(radius), tuple(float(c) for c in normal), offset, int(shape), int(plane)))
-    return tuple(points)
-
-
 def structure_of(tree):
     joints_of = tuple(tuple(int(j) for j in np.flatnonzero(tree.joint_body == b)) for b in range(len(tree.parent)))
     coordinates, dofs, nq, nv = [], [], 0, 0
@@ -365,23 +191,6 @@ def params_of(tree, **contact):
     values = dict(contact_defaults(tree), **contact)
     return Params(tree.mass, tree.ipos, tree.inertia, tree.pos, tree.joint_pos, tree.stiffness, tree.springref,
                   tree.damping, tree.armature, tree.gear, tree.gravity, tree.geom_friction, **values)
-
-
-def contact_defaults(tree):
-    """Contact and limit laws for the tree's weight and motors (they are not the tree's: MJCF's soft constraints
-    have no penalty stiffness to read). A contact: the tree's whole weight on one point sinks 5 mm, critically
-    damped for its whole mass, a hard switch (softness 0), friction regularized over 1 cm/s. A limit: the strongest
-    motor at full action pushes a joint 0.1 rad (or m) past it, or the tree's weight on a 1 m lever 0.05 rad, which
-    ever is stiffer; critically damped for the largest armature (or 0.01); a hard switch."""
-    mass = max(float(np.sum(tree.mass[1:])), 1e-3)
-    stiffness = mass * 9.81 / 0.005
-    strongest = max([abs(g) * max(abs(r[0]), abs(r[1])) if c else abs(g)
-                     for g, c, r in zip(tree.gear, tree.ctrllimited, tree.ctrlrange)], default=0.0)
-    limit = max(10.0 * strongest, mass * 9.81 / 0.05)
-    inertia = max(float(np.max(tree.armature, initial=0.0)), 0.01)
-    return dict(contact_stiffness=stiffness, contact_damping=float(2.0 * np.sqrt(stiffness * mass)),
-                contact_softness=0.0, eps=0.01, limit_stiffness=limit,
-                limit_damping=float(2.0 * np.sqrt(limit * inertia)), limit_softness=0.0)
 
 
 # ---- the algorithms ----------------------------------------------------------------------------------------------
@@ -485,45 +294,6 @@ def bias_and_mass(st, p, q, qd, ops):
         for i in st.ancestors(j):
             M[i][j] = M[j][i] = ops.bind(power(S[i], pushed))
     return bias, M
-
-
-def add_motion(a, b):
-    return add(a[0], b[0]), add(a[1], b[1])
-
-
-def scale_motion(s, a):
-    return scale(s, a[0]), scale(s, a[1])
-
-
-def sub_motion(a, b):
-    return sub(a[0], b[0]), sub(a[1], b[1])
-
-
-def contact_force(point, p, R, x, velocity, ops):
-    """The spatial force (y x f, f) a plane exerts on a body through one contact point at y: the penalty normal
-    force (tisim.physics.contact.penalty_normal_soft_compression) along the plane's normal and the isotropic
-    regularized Coulomb friction (friction_isotropic_tanh) against the slip, from the point's depth below the
-    plane and its velocity."""
-    b, n = point.body, point.normal
-    centre = add(x[b], matvec(R[b], point.point))
-    y = bind(ops, sub(centre, scale(point.radius, n)))  # the point of the body's surface nearest the plane
-    depth = ops.bind(point.radius + point.offset - dot(n, centre))
-    w, v = velocity[b]
-    slip = add(v, cross(w, y))
-    vn = ops.bind(dot(n, slip))
-    vt = sub(slip, scale(vn, n))
-    fn = ops.bind(ops.normal_force(depth, vn, p.contact_stiffness, p.contact_damping, p.contact_softness))
-    mu = ops.max(p.friction[point.shape], p.friction[point.plane])
-    f = add(scale(fn, n), ops.friction(vt, fn, mu, p.eps))
-    f = bind(ops, f)
-    return cross(y, f), f
-
-
-def sum_motions(motions):
-    out = motions[0]
-    for motion in motions[1:]:
-        out = add_motion(out, motion)
-    return out
 
 
 def solve(M, rhs, ops):

@@ -31,6 +31,7 @@ from tisim.core.model import check_derived, check_run
 from tisim.core.quantities import Quantity
 from tisim.physics import contact
 from tisim.systems.articulation import dynamics
+from tisim.systems.articulation.algebra import add, matvec
 from tisim.systems.articulation.builder import Builder
 from tisim.systems.articulation.mjcf import IGNORABLE, load_mjcf
 from tisim.systems.articulation.tree import BALL, FREE, Tree, reference_coordinates
@@ -252,7 +253,7 @@ class Articulation(System):
         def squared_distance(coordinates):
             q = [bind(component(coordinates, c)) for c in range(n)]
             R, origin, _ = dynamics.kinematics(structure, frames, q, TAICHI)
-            where = dynamics.add(origin[index], dynamics.matvec(R[index], local))
+            where = add(origin[index], matvec(R[index], local))
             return (weight * sum((where[k] - goal[k]) ** 2 for k in range(3)),)
 
         @ti.func
