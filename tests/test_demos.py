@@ -424,3 +424,15 @@ def test_reach_brings_the_fingertip_to_every_target(reach, tmp_path):
     gif = tmp_path / "reach.gif"
     assert gif.exists() and 10_000 < gif.stat().st_size < 2_000_000
     assert (tmp_path / "reach_loss.png").stat().st_size > 10_000 and (tmp_path / "reach.json").exists()
+
+
+@pytest.mark.stress
+def test_the_ant_learns_to_move_forward(tmp_path):
+    """The ant demo's short run (5 iterations, 2 seeds; compiling the ant's step and its reverse takes about ten
+    minutes, hence make stress): every best gait is finite and at least as far as its first, one moves forward, and
+    the figures are written."""
+    pytest.importorskip("mujoco")
+    pytest.importorskip("gymnasium")
+    r = load_demo("ant_gait").main(["--out", str(tmp_path), "--short"])
+    assert np.all(np.isfinite(r["best_m"])) and max(r["best_m"]) > 0.0
+    assert (tmp_path / "ant_gait.json").exists() and (tmp_path / "ant_gait.png").stat().st_size > 10_000
