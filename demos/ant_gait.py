@@ -105,7 +105,10 @@ def learn(iterations, seeds, report=print):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=(
+        "Gymnasium's ant, with its floor contacts and joint limits, learns a periodic pattern for its motors by "
+        "gradients through its physics, one gait per seed. Writes ant_gait.json, ant_gait.png and ant_gait.gif (3D: "
+        "needs Vulkan). The first run compiles for about ten minutes."))
     parser.add_argument("--out", default="out", help="folder for ant_gait.gif, ant_gait.png and ant_gait.json")
     parser.add_argument("--iterations", type=int, default=80, help="Adam iterations (>= 1)")
     parser.add_argument("--seeds", type=int, default=5, help="gaits learned side by side, from seeds 0, 1, ...")
