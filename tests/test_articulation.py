@@ -218,8 +218,8 @@ def test_a_point_target_is_the_distance_of_a_bodys_point_and_has_gradients():
 def test_one_step_jacobians_are_mujocos_finite_differences(name):
     """The Jacobians of one step with respect to the state and the actions (sim.jacobian, horizon 1, reverse mode)
     equal MuJoCo's mjd_transitionFD (centred differences, eps 1e-7) at a random state, to 1e-7 of their largest
-    entry (measured: 2e-9, the differences' own accuracy): the inverted double pendulum and the reacher, by Euler (MuJoCo's differences do not take RK4), contacts
-    and limits off in both."""
+    entry (measured: 2e-9, the differences' own accuracy): the inverted double pendulum and the reacher, by Euler
+    (MuJoCo's differences do not take RK4), contacts and limits off in both."""
     model, tree = mujoco_without_contacts_and_limits(name, "euler")
     data = mujoco.MjData(model)
     rng = np.random.default_rng(6)
