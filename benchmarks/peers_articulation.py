@@ -23,12 +23,12 @@ import datetime
 import json
 import os
 import pathlib
-import platform
 import statistics
 import sys
 import time
 
 import numpy as np
+from machine import describe
 
 import tisim
 from tisim.systems.articulation import Articulation, load_mjcf
@@ -133,22 +133,6 @@ def quaternion_product(a, b):
                      aw * by - ax * bz + ay * bw + az * bx, aw * bz + ax * by - ay * bx + az * bw])
 
 
-def machine():
-    model, flags = "not recorded", set()
-    try:
-        with open("/proc/cpuinfo") as info:
-            for line in info:
-                if line.startswith("model name") and model == "not recorded":
-                    model = line.split(":", 1)[1].strip()
-                elif line.startswith("flags") and not flags:
-                    flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    vector = next((name for name in ("avx512f", "avx2", "avx") if name in flags), "not recorded")
-    return {"cpu_model": model, "cores": os.cpu_count(), "architecture": platform.machine(),
-            "vector_instruction_set": {"avx512f": "AVX-512"}.get(vector, vector.upper()), "gpu": "none used"}
-
-
 def run(name, batch, repeats):
     import mujoco
     import mujoco.rollout
@@ -212,7 +196,7 @@ def main(argv=None):
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     record = dict(date=datetime.date.today().isoformat(), what="tisim's Articulation against MuJoCo's C engine",
-                  command="python " + " ".join(sys.argv), machine=machine(),
+                  command="python " + " ".join(sys.argv), machine=describe(),
                   software=dict(tisim="0.1.0", mujoco=__import__("mujoco").__version__), rows=rows)
     (out / "peers_articulation.json").write_text(json.dumps(record, indent=1) + "\n")
 

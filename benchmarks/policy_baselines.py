@@ -27,12 +27,13 @@
 import argparse
 import importlib.util
 import json
-import os
 import pathlib
-import platform
 import time
 
 import numpy as np
+from machine import describe
+
+ONE_THREAD = "each method on one thread (Taichi's and PyTorch's), one method at a time"
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EPISODES, EVALUATION_SEED = 32, 1000  # the scoring: episodes of the Gymnasium environment and their first seed
@@ -236,24 +237,6 @@ def run_cem(d, seed, iterations, score, population=64, starts=4, elites=8):
     return curve.data
 
 
-def machine():
-    """The fields benchmarks/results/README.md asks for, read from /proc/cpuinfo where there is one."""
-    model, flags = "not recorded", set()
-    try:
-        with open("/proc/cpuinfo") as info:
-            for line in info:
-                if line.startswith("model name") and model == "not recorded":
-                    model = line.split(":", 1)[1].strip()
-                elif line.startswith("flags") and not flags:
-                    flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    vector = next((name for name in ("avx512f", "avx2", "avx") if name in flags), "not recorded")
-    return {"cpu_model": model, "cores": os.cpu_count(), "architecture": platform.machine(),
-            "vector_instruction_set": {"avx512f": "AVX-512"}.get(vector, vector.upper()), "gpu": "none used",
-            "note": "each method on one thread (Taichi's and PyTorch's), one method at a time"}
-
-
 def reach(curve, level):
     """(steps, seconds) of the first score at or above level, or None."""
     for steps, seconds, value in zip(curve["steps"], curve["seconds"], curve["return"]):
@@ -330,7 +313,7 @@ def main():
                          f"--cem-iterations {args.cem_iterations}",
               "versions": {"tisim": tisim.__version__, "stable_baselines3": stable_baselines3.__version__,
                            "torch": torch.__version__},
-              "date": time.strftime("%Y-%m-%d"), "machine": machine(),
+              "date": time.strftime("%Y-%m-%d"), "machine": describe(ONE_THREAD),
               "ppo_final_return_median": level, "rows": rows, "curves": curves}
     (out / "policy_baselines.json").write_text(json.dumps(record, indent=1))
     (out / "policy_baselines.md").write_text(table + "\n")
