@@ -24,6 +24,7 @@ class Contact(NamedTuple):
 
 
 def contact_points(tree):
+    """The Contact points of every pair in tree.contact_pairs (a plane, then a shape)."""
     points = []
     for plane, shape in tree.contact_pairs:
         turn = np.array(quat_matrix(tree.geom_quat[plane]))
@@ -48,8 +49,8 @@ def contact_defaults(tree):
     """Contact and limit laws for the tree's weight and motors (they are not the tree's: MJCF's soft constraints
     have no penalty stiffness to read). A contact: the tree's whole weight on one point sinks 5 mm, critically
     damped for its whole mass, a hard switch (softness 0), friction regularized over 1 cm/s. A limit: the strongest
-    motor at full action pushes a joint 0.1 rad (or m) past it, or the tree's weight on a 1 m lever 0.05 rad, which
-    ever is stiffer; critically damped for the largest armature (or 0.01); a hard switch."""
+    motor at full action pushes a joint 0.1 rad (or m) past it, or the tree's weight on a 1 m lever 0.05 rad,
+    whichever is stiffer; critically damped for the largest armature (or 0.01); a hard switch."""
     mass = max(float(np.sum(tree.mass[1:])), 1e-3)
     stiffness = mass * 9.81 / 0.005
     strongest = max([abs(g) * max(abs(r[0]), abs(r[1])) if c else abs(g)
