@@ -212,6 +212,12 @@ def test_a_point_target_is_the_distance_of_a_bodys_point_and_has_gradients():
         sim.point_target("hand", target)
     with pytest.raises(ValueError, match="body must be a name or an index from 1 to 2, got 0"):
         sim.point_target(0, target)
+    with pytest.raises(ValueError, match=r"point_target: target and point must be 3 finite numbers, got \[0.3, 0.0\]"):
+        sim.point_target(2, [0.3, 0.0])
+    with pytest.raises(ValueError, match="point_target: weight must be >= 0, got -1.0"):
+        sim.point_target(2, target, weight=-1.0)
+    with pytest.raises(ValueError, match="point_target: target and point must be 3 numbers and weight a number"):
+        sim.point_target(2, "up")
 
 
 @pytest.mark.parametrize("name", ["inverted_double_pendulum.xml", "reacher.xml"])

@@ -56,6 +56,19 @@ def random_state(model, rng, spread=0.3):
     return model.qpos0 + rng.normal(0, spread, model.nq), rng.normal(0, 1.0, model.nv)
 
 
+def follow_mujoco(model, tree, q, qd, rng, steps, tolerance):
+    """The numpy step and mj_step side by side from (q, qd) (q is MuJoCo's qpos) under the same random actions:
+    the final states agree to `tolerance` (the velocities relative to their size)."""
+    data = mujoco.MjData(model)
+    data.qpos[:], data.qvel[:] = q, qd
+    for _ in range(steps):
+        data.ctrl[:] = rng.uniform(-1, 1, model.nu)
+        q, qd = dy.numpy_step(tree, q, qd, data.ctrl.copy())
+        mujoco.mj_step(model, data)
+    np.testing.assert_allclose(q, data.qpos, rtol=0, atol=tolerance)
+    np.testing.assert_allclose(qd, data.qvel, rtol=0, atol=tolerance * np.abs(qd).max())
+
+
 def chain(integrator):
     xml = CHAIN.format(integrator=integrator)
     return mujoco.MjModel.from_xml_string(xml), load_mjcf(xml)
@@ -115,16 +128,9 @@ def test_a_rollout_is_mujocos_mj_step(integrator):
     """200 steps under random actions from a random state: the numpy step follows mj_step to 1e-11, quaternions
     included (Euler: semi-implicit, damping implicit; RK4: MuJoCo 4's Runge-Kutta on the rotation group)."""
     model, tree = chain(integrator)
-    data = mujoco.MjData(model)
     rng = np.random.default_rng(1)
     q, qd = random_state(model, rng)
-    data.qpos[:], data.qvel[:] = q, qd
-    for _ in range(200):
-        data.ctrl[:] = rng.uniform(-1, 1, model.nu)
-        q, qd = dy.numpy_step(tree, q, qd, data.ctrl.copy())
-        mujoco.mj_step(model, data)
-    np.testing.assert_allclose(q, data.qpos, rtol=0, atol=1e-11)
-    np.testing.assert_allclose(qd, data.qvel, rtol=0, atol=1e-11 * np.abs(qd).max())
+    follow_mujoco(model, tree, q, qd, rng, steps=200, tolerance=1e-11)
 
 
 def small_tree(integrator):
@@ -253,6 +259,24 @@ def test_bad_free_and_ball_joints_are_refused_by_name():
         b.motor(shoulder)
 
 
+def test_bad_shapes_are_refused_by_name():
+    b = Builder("shapes")
+    body = b.body(0, mass=1.0, inertia=(0.1, 0.1, 0.1))
+    with pytest.raises(ValueError, match="sphere 0 'ball': a sphere belongs to a moving body .*not the world"):
+        b.sphere(0, 0.1, name="ball")
+    with pytest.raises(ValueError, match="sphere 0: its sizes must be > 0, got"):
+        b.sphere(body, -0.1)
+    with pytest.raises(ValueError, match="capsule 0: radius and half_length must be 2 numbers"):
+        b.capsule(body, (0.1, 0.2), 0.3)
+    with pytest.raises(ValueError, match="box 0 'crate': half_widths must be 3 numbers"):
+        b.box(body, (0.1, 0.2), name="crate")
+    with pytest.raises(ValueError, match="box 0: body must be a body added before \\(0 to 1\\), got 5"):
+        b.box(5, (0.1, 0.1, 0.1))
+    with pytest.raises(ValueError, match="plane 0: friction must be >= 0"):
+        b.plane(friction=-1.0)
+    assert b.build().geom_type == ()  # nothing half-added
+
+
 @pytest.mark.parametrize("xml, words", [
     ('<body><joint name="j" type="ball" stiffness="2"/><geom size="0.1"/></body>',
      ("joint 'j'", "ball or free joint with a spring")),
@@ -276,13 +300,6 @@ def test_gymnasiums_ant_without_contacts_and_limits_is_mujocos():
     model.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT | mujoco.mjtDisableBit.mjDSBL_LIMIT
     tree = load_mjcf(path, ignore=("contacts", "limits"))
     assert tree.joint_type[0] == FREE and tree.integrator == "rk4"
-    data = mujoco.MjData(model)
     rng = np.random.default_rng(4)
     q, qd = random_state(model, rng, spread=0.1)
-    data.qpos[:], data.qvel[:] = q, qd  # the ant's hinges have no ref: its q is MuJoCo's qpos
-    for _ in range(100):
-        data.ctrl[:] = rng.uniform(-1, 1, model.nu)
-        q, qd = dy.numpy_step(tree, q, qd, data.ctrl.copy())
-        mujoco.mj_step(model, data)
-    np.testing.assert_allclose(q, data.qpos, rtol=0, atol=1e-10)
-    np.testing.assert_allclose(qd, data.qvel, rtol=0, atol=1e-10 * np.abs(qd).max())
+    follow_mujoco(model, tree, q, qd, rng, steps=100, tolerance=1e-10)  # the ant's q is MuJoCo's qpos: no ref

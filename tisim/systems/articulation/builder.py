@@ -200,9 +200,12 @@ class Builder:
         if kind != PLANE and body == 0:
             raise ValueError(f"{label}: a {kind} belongs to a moving body (1 to {len(self._bodies) - 1}), not the "
                              "world")
-        size = np.array([_number(x, f"{label}: size") for x in size] + [0.0] * (3 - len(size)))
-        if kind != PLANE and np.any(size[:{SPHERE: 1, CAPSULE: 2, BOX: 3}[kind]] <= 0):
+        count = {PLANE: 0, SPHERE: 1, CAPSULE: 2, BOX: 3}[kind]
+        what = ("its size", "radius", "radius and half_length", "half_widths")[count]
+        size = _vector(size, count, f"{label}: {what}")
+        if np.any(size <= 0):
             raise ValueError(f"{label}: its sizes must be > 0, got {tuple(size)}")
+        size = np.concatenate([size, np.zeros(3 - count)])
         self._geoms.append(dict(name=name, type=kind, body=int(body), size=size, pos=_vector(pos, 3, f"{label}: pos"),
                                 quat=_unit(quat, 4, f"{label}: quat"),
                                 friction=_number(friction, f"{label}: friction", minimum=0.0), contact=bool(contact)))
@@ -226,7 +229,7 @@ class Builder:
     def box(self, body, half_widths, pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0), friction=1.0, contact=True,
             name=""):
         """Add a box of half_widths (x, y, z of the frame (pos, quat)) to `body` and return its geom index."""
-        return self._geom(BOX, body, _vector(half_widths, 3, "box half_widths"), pos, quat, friction, contact, name)
+        return self._geom(BOX, body, half_widths, pos, quat, friction, contact, name)
 
     def build(self):
         """The Tree. Refuses a joint that nothing it moves gives inertia to (a singular mass matrix)."""

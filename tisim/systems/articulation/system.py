@@ -238,12 +238,14 @@ class Articulation(System):
         several of them, summed, make a path through targets. The tree's frames are taken at their initial values
         (body offsets, joint anchors), so this loss has gradients for states and actions, not for those parameters."""
         index = self.body_index(body)
-        target = np.asarray(target, dtype=float)
-        point = np.asarray(point, dtype=float)
+        try:
+            target, point, weight = np.asarray(target, dtype=float), np.asarray(point, dtype=float), float(weight)
+        except (TypeError, ValueError):
+            raise ValueError(f"{type(self).__name__}.point_target: target and point must be 3 numbers and weight a "
+                             f"number, got {target!r}, {point!r} and {weight!r}") from None
         if target.shape != (3,) or point.shape != (3,) or not (np.isfinite(target).all() and np.isfinite(point).all()):
             raise ValueError(f"{type(self).__name__}.point_target: target and point must be 3 finite numbers, got "
                              f"{target.tolist()!r} and {point.tolist()!r}")
-        weight = float(weight)
         if not (np.isfinite(weight) and weight >= 0):
             raise ValueError(f"{type(self).__name__}.point_target: weight must be >= 0, got {weight!r}")
         structure, frames = dynamics.structure_of(self.tree), dynamics.params_of(self.tree)
