@@ -347,3 +347,19 @@ def test_builder_refuses_bad_input():
     weightless.hinge(ghost, name="spin")
     with pytest.raises(ValueError, match="joint 0 'spin' moves only massless bodies .*'ghost'"):
         weightless.build()
+    shapes = Builder("shapes")
+    one = shapes.body(mass=1, name="one")
+    two = shapes.body(mass=1, name="two")
+    ball, cube = shapes.sphere(one, 0.1), shapes.box(two, (0.1, 0.1, 0.1))
+    rod, ghost = shapes.capsule(two, 0.05, 0.2), shapes.sphere(two, 0.1, contact=False)
+    bead = shapes.sphere(two, 0.05)
+    with pytest.raises(ValueError, match="pair: geom 1 is a box; only spheres and capsules"):
+        shapes.pair(ball, cube)
+    with pytest.raises(ValueError, match="pair: geom 3 is a sphere added with contact=False"):
+        shapes.pair(ball, ghost)
+    with pytest.raises(ValueError, match="pair: geoms 2 and 4 are on the same body .*'two'"):
+        shapes.pair(rod, bead)
+    with pytest.raises(ValueError, match=r"pair: a and b must be geoms added before \(0 to 4\), got 7"):
+        shapes.pair(ball, 7)
+    shapes.pair(ball, rod)
+    assert shapes.build().contact_pairs.tolist() == [[0, 2]]

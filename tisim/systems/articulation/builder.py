@@ -76,6 +76,7 @@ class Builder:
         self._joints = []
         self._motors = []
         self._geoms = []
+        self._pairs = []
 
     def _body_label(self, b):
         name = self._bodies[b]["name"]
@@ -231,6 +232,22 @@ class Builder:
         """Add a box of half_widths (x, y, z of the frame (pos, quat)) to `body` and return its geom index."""
         return self._geom(BOX, body, half_widths, pos, quat, friction, contact, name)
 
+    def pair(self, a, b):
+        """Let geoms a and b touch: two spheres or capsules (added with contact=True) of different bodies. (Each
+        sphere, capsule and box touches every plane by itself.)"""
+        for g in (a, b):
+            if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or not 0 <= g < len(self._geoms):
+                raise ValueError(f"Builder '{self.name}': pair: a and b must be geoms added before (0 to "
+                                 f"{len(self._geoms) - 1}), got {g!r}")
+            if self._geoms[g]["type"] not in (SPHERE, CAPSULE) or not self._geoms[g]["contact"]:
+                raise ValueError(f"Builder '{self.name}': pair: geom {g} is a {self._geoms[g]['type']}"
+                                 f"{'' if self._geoms[g]['contact'] else ' added with contact=False'}; only spheres "
+                                 "and capsules that make contact touch each other")
+        if self._geoms[a]["body"] == self._geoms[b]["body"]:
+            raise ValueError(f"Builder '{self.name}': pair: geoms {a} and {b} are on the same body "
+                             f"({self._body_label(self._geoms[a]['body'])}); they cannot touch")
+        self._pairs.append((int(a), int(b)))
+
     def build(self):
         """The Tree. Refuses a joint that nothing it moves gives inertia to (a singular mass matrix)."""
         nbody = len(self._bodies)
@@ -251,7 +268,7 @@ class Builder:
         nj, na, ng = len(self._joints), len(self._motors), len(self._geoms)
         planes = [g for g, geom in enumerate(self._geoms) if geom["type"] == PLANE]
         shapes = [g for g, geom in enumerate(self._geoms) if geom["type"] != PLANE and geom["contact"]]
-        pairs = [(p, g) for p in planes for g in shapes]
+        pairs = [(p, g) for p in planes for g in shapes] + self._pairs
         return Tree(
             name=self.name,
             parent=parent,

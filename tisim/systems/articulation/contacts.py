@@ -1,13 +1,13 @@
 """Contacts and joint limits of an articulation: the points of its shapes that may touch a plane, the force a plane
-exerts through one of them, and the default laws for a tree (MJCF's soft constraints have no penalty stiffness to
-read). The laws themselves are tisim.physics.contact's, reached through the dynamics' ops (numpy's twins or Taichi's
-functions)."""
+exerts through one of them, the force between two bodies' spheres and capsules, and the default laws for a tree
+(MJCF's soft constraints have no penalty stiffness to read). The laws themselves are tisim.physics.contact's,
+reached through the dynamics' ops (numpy's twins or Taichi's functions)."""
 from typing import NamedTuple
 
 import numpy as np
 
 from tisim.systems.articulation.algebra import add, bind, cross, dot, matvec, quat_matrix, scale, sub
-from tisim.systems.articulation.tree import CAPSULE, SPHERE
+from tisim.systems.articulation.tree import CAPSULE, PLANE, SPHERE
 
 
 class Contact(NamedTuple):
@@ -24,9 +24,11 @@ class Contact(NamedTuple):
 
 
 def contact_points(tree):
-    """The Contact points of every pair in tree.contact_pairs (a plane, then a shape)."""
+    """The Contact points of every pair in tree.contact_pairs that is a plane and a shape."""
     points = []
     for plane, shape in tree.contact_pairs:
+        if tree.geom_type[plane] != PLANE:
+            continue
         turn = np.array(quat_matrix(tree.geom_quat[plane]))
         normal = turn[:, 2]
         offset = float(normal @ tree.geom_pos[plane])
@@ -43,6 +45,92 @@ def contact_points(tree):
             points.append(Contact(body, tuple(float(c) for c in tree.geom_pos[shape] + rotation @ corner),
                                   float(radius), tuple(float(c) for c in normal), offset, int(shape), int(plane)))
     return tuple(points)
+
+
+class Touch(NamedTuple):
+    """Two shapes of different bodies that may touch: spheres or capsules, each its core (a sphere's centre, a
+    capsule's axis segment) widened by its radius. They touch where the cores come closer than the two radii."""
+
+    body_a: int
+    start_a: tuple  # the core's first end, in body_a's frame
+    axis_a: tuple  # its second end minus its first, body frame; None for a sphere
+    radius_a: float
+    body_b: int
+    start_b: tuple
+    axis_b: tuple
+    radius_b: float
+    shape_a: int  # geom indices, for the friction
+    shape_b: int
+
+
+def touches(tree):
+    """The Touch of every pair in tree.contact_pairs that is two spheres or capsules."""
+    out = []
+    for a, b in tree.contact_pairs:
+        if tree.geom_type[a] == PLANE:
+            continue
+        if tree.geom_body[a] == 0:  # a shape of the world (which does not move) second
+            a, b = b, a
+        cores = []
+        for g in (a, b):
+            rotation = np.array(quat_matrix(tree.geom_quat[g]))
+            radius, half = tree.geom_size[g][:2]
+            if tree.geom_type[g] == CAPSULE:
+                start = tree.geom_pos[g] - half * rotation[:, 2]
+                axis = tuple(float(c) for c in 2.0 * half * rotation[:, 2])
+            else:
+                start, axis = tree.geom_pos[g], None
+            cores.append((int(tree.geom_body[g]), tuple(float(c) for c in start), axis, float(radius)))
+        out.append(Touch(*cores[0], *cores[1], int(a), int(b)))
+    return tuple(out)
+
+
+def closest_points(start_a, axis_a, start_b, axis_b, lengths, ops):
+    """The points of two segments (start + s axis, s in [0, 1]; axis None: the point start) nearest each other,
+    `lengths` the squared lengths of the axes: each parameter minimizes the distance given the other's, clamped to
+    the segment (the first's unclamped, the second's from it, then the first's again), which for this convex
+    quadratic on a square is the nearest pair."""
+    r = sub(start_a, start_b)
+    s = t = 0.0
+    a, e = lengths
+    if axis_a is not None and axis_b is not None:
+        b = ops.bind(dot(axis_a, axis_b))
+        c, f = ops.bind(dot(axis_a, r)), ops.bind(dot(axis_b, r))
+        across = ops.max(a * e - b * b, 1e-12 * a * e)  # parallel axes: any pair along the overlap is nearest
+        s = ops.bind(ops.clamp((b * f - c * e) / across, 0.0, 1.0))
+        t = ops.bind(ops.clamp((b * s + f) / e, 0.0, 1.0))
+        s = ops.bind(ops.clamp((b * t - c) / a, 0.0, 1.0))
+    elif axis_b is not None:
+        t = ops.bind(ops.clamp(dot(axis_b, r) / e, 0.0, 1.0))
+    elif axis_a is not None:
+        s = ops.bind(ops.clamp(-dot(axis_a, r) / a, 0.0, 1.0))
+    on_a = start_a if axis_a is None else add(start_a, scale(s, axis_a))
+    on_b = start_b if axis_b is None else add(start_b, scale(t, axis_b))
+    return bind(ops, on_a), bind(ops, on_b)
+
+
+def touch_force(touch, p, R, x, velocity, ops):
+    """The spatial force (y x f, f) body_b exerts on body_a where their shapes touch (body_a exerts its negative):
+    the laws of contact_force along the line between the cores' nearest points, from body_b's towards body_a's,
+    at y midway between the two surfaces, against the slip of body_a's material point there over body_b's."""
+    ends = []
+    for body, start, axis in ((touch.body_a, touch.start_a, touch.axis_a), (touch.body_b, touch.start_b, touch.axis_b)):
+        ends += [add(x[body], matvec(R[body], start)), None if axis is None else matvec(R[body], axis)]
+    lengths = tuple(0.0 if axis is None else float(np.dot(axis, axis)) for axis in (touch.axis_a, touch.axis_b))
+    on_a, on_b = closest_points(*ends, lengths, ops)
+    gap = sub(on_a, on_b)
+    distance = ops.bind(ops.sqrt(ops.max(dot(gap, gap), 1e-30)))  # cores that cross exactly: kept finite
+    n = bind(ops, scale(1.0 / distance, gap))
+    depth = ops.bind(touch.radius_a + touch.radius_b - distance)
+    y = bind(ops, scale(0.5, add(sub(on_a, scale(touch.radius_a, n)), add(on_b, scale(touch.radius_b, n)))))
+    (w_a, v_a), (w_b, v_b) = velocity[touch.body_a], velocity[touch.body_b]
+    slip = sub(add(v_a, cross(w_a, y)), add(v_b, cross(w_b, y)))
+    vn = ops.bind(dot(n, slip))
+    vt = sub(slip, scale(vn, n))
+    fn = ops.bind(ops.normal_force(depth, vn, p.contact_stiffness, p.contact_damping, p.contact_softness))
+    mu = ops.max(p.friction[touch.shape_a], p.friction[touch.shape_b])
+    f = bind(ops, add(scale(fn, n), ops.friction(vt, fn, mu, p.eps)))
+    return cross(y, f), f
 
 
 def contact_defaults(tree):

@@ -61,7 +61,7 @@ from tisim.systems.articulation.algebra import (
     sum_motions,
     total,
 )
-from tisim.systems.articulation.contacts import contact_defaults, contact_force, contact_points
+from tisim.systems.articulation.contacts import contact_defaults, contact_force, contact_points, touch_force, touches
 from tisim.systems.articulation.tree import BALL, COORDINATES, DOFS, FREE, HINGE, SLIDE
 
 
@@ -103,6 +103,7 @@ class Structure(NamedTuple):
     ctrlrange: tuple
     integrator: str
     contacts: tuple = ()  # Contact points (below), constants of the tree's geoms
+    touches: tuple = ()  # Touch pairs of two bodies' shapes
     limits: tuple = ()  # (joint, low, high) of each limited hinge and slide
 
     @property
@@ -156,7 +157,7 @@ def structure_of(tree):
         actuator_joint=tuple(int(j) for j in tree.actuator_joint),
         ctrllimited=tuple(bool(x) for x in tree.ctrllimited),
         ctrlrange=tuple(tuple(float(c) for c in r) for r in tree.ctrlrange), integrator=tree.integrator,
-        contacts=contact_points(tree),
+        contacts=contact_points(tree), touches=touches(tree),
         limits=tuple((j, float(tree.joint_range[j][0]), float(tree.joint_range[j][1]))
                      for j in np.flatnonzero(tree.limited)))
 
@@ -277,6 +278,11 @@ def bias_and_mass(st, p, q, qd, ops):
         force.append(add_motion(apply_inertia(inertia[b], a), cross_force(v, momentum)))
     for point in st.contacts:  # a contact pushes its body: the force the joints need to hold it is that much less
         force[point.body] = sub_motion(force[point.body], contact_force(point, p, R, x, velocity, ops))
+    for touch in st.touches:  # and two bodies touching push each other apart, equally and oppositely
+        push = touch_force(touch, p, R, x, velocity, ops)
+        force[touch.body_a] = sub_motion(force[touch.body_a], push)
+        if touch.body_b > 0:
+            force[touch.body_b] = add_motion(force[touch.body_b], push)
     # inward: each body's force and composite inertia gather its subtree's
     subtree_force, composite = list(force), list(inertia)
     for b in range(st.n_bodies - 1, 0, -1):

@@ -5,10 +5,10 @@ MuJoCo resolves defaults, units, inertia from geoms, `fromto` and the rest; this
 model's arrays. Everything an Articulation will not simulate is refused, by name, before a Tree is returned, so a
 loaded tree means the same dynamics as the file (up to what `ignore` names):
 
-- contacts of a sphere, capsule or box with a plane on the world are simulated (tisim's penalty law, not MuJoCo's
-  soft constraints: see the Articulation); any other pair of geoms that MuJoCo could collide is refused:
-  `ignore=("body_contacts",)` drops the pairs that are not a shape on a plane (keeping the floor), and
-  `ignore=("contacts",)` drops every pair (and every explicit <pair>);
+- contacts of a sphere, capsule or box with a plane on the world, and of two spheres or capsules, are simulated
+  (tisim's penalty law, not MuJoCo's soft constraints: see the Articulation); any other pair of geoms that MuJoCo
+  could collide is refused: `ignore=("body_contacts",)` drops the pairs that are not a shape on a plane (keeping
+  the floor), and `ignore=("contacts",)` drops every pair (and every explicit <pair>);
 - hinge and slide limits are simulated (tisim's penalty law, not MuJoCo's soft constraints); a limited ball joint is
   refused, and `ignore=("limits",)` drops every limit (the tree's joints come out unlimited; `joint_range` keeps
   the ranges);
@@ -215,12 +215,13 @@ def _refusals(model, ignore):
                "ignore=(\"contacts\",) to drop every contact knowingly")
         pairs = _colliding_geoms(m, flags)
         if "body_contacts" not in ignore:
-            refuse([f"{geom[a]} with {geom[b]}" for a, b in pairs if _plane_and_shape(m, a, b) is None],
-                   "could collide: only a sphere, capsule or box touching a plane of the world is simulated; set "
+            refuse([f"{geom[a]} with {geom[b]}" for a, b in pairs if _simulated(m, a, b) is None],
+                   "could collide: only a sphere, capsule or box touching a plane of the world, and two spheres or "
+                   "capsules touching, are simulated; set "
                    "contype/conaffinity so that these cannot touch, or pass ignore=(\"body_contacts\",) to drop "
                    "them (keeping the contacts with planes) or ignore=(\"contacts\",) to drop every contact "
                    "knowingly")
-        touching = sorted({g for pair in pairs if _plane_and_shape(m, *pair) for g in pair})
+        touching = sorted({g for pair in pairs if _simulated(m, *pair) for g in pair})
         refuse([geom[g] for g in touching if m.geom_condim[g] not in (1, 3)],
                "has condim 4 or 6: torsional and rolling friction are not simulated; use condim 3 (or 1)")
     return out
@@ -233,6 +234,14 @@ def _plane_and_shape(m, a, b):
                 and _GEOMS.get(int(m.geom_type[shape])) in (SPHERE, CAPSULE, BOX)):
             return int(plane), int(shape)
     return None
+
+
+def _simulated(m, a, b):
+    """The pair as the tree keeps it if geoms a and b touch in a way simulated (a plane and a shape, or two spheres
+    or capsules), else None."""
+    if (_GEOMS.get(int(m.geom_type[a])) in (SPHERE, CAPSULE) and _GEOMS.get(int(m.geom_type[b])) in (SPHERE, CAPSULE)):
+        return int(a), int(b)
+    return _plane_and_shape(m, a, b)
 
 
 def _colliding_geoms(m, flags):
@@ -279,7 +288,9 @@ def _read(m, source, ignore):
     if flags & _DSBL_CLAMPCTRL:
         ctrllimited[:] = False
     contacting = ("contacts" not in ignore and not flags & (_DSBL_CONTACT | _DSBL_CONSTRAINT))
-    pairs = [_plane_and_shape(m, a, b) for a, b in _colliding_geoms(m, flags)] if contacting else []
+    pairs = [_simulated(m, a, b) for a, b in _colliding_geoms(m, flags)] if contacting else []
+    if "body_contacts" in ignore:
+        pairs = [pair for pair in pairs if pair is not None and _GEOMS.get(int(m.geom_type[pair[0]])) == PLANE]
     pairs = [pair for pair in pairs if pair is not None]  # the others were refused, or dropped (body_contacts)
     geoms = [g for g in range(m.ngeom) if int(m.geom_type[g]) in _GEOMS]  # the shapes a tree keeps
     index = {g: i for i, g in enumerate(geoms)}

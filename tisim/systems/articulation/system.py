@@ -8,12 +8,12 @@ Newton-Euler (dynamics.py, unrolled over the tree at compile time), solves for t
 integrates with the tree's integrator: MuJoCo's semi-implicit Euler, whose damping is implicit, or RK4. Without
 contacts and joint limits, a rollout is MuJoCo's mj_step to rounding (tests/test_articulation.py).
 
-Contacts (a sphere, capsule or box on a plane) and the limits of hinges and slides act through tisim's own laws,
-not MuJoCo's soft constraints: a penalty normal force with damping while compressing
-(tisim.physics.contact.penalty_normal_soft_compression) and isotropic regularized Coulomb friction
+Contacts (a sphere, capsule or box on a plane; two spheres or capsules of different bodies) and the limits of hinges
+and slides act through tisim's own laws, not MuJoCo's soft constraints: a penalty normal force with damping while
+compressing (tisim.physics.contact.penalty_normal_soft_compression) and isotropic regularized Coulomb friction
 (friction_isotropic_tanh), whose stiffness, damping, softness, friction and slip scale are parameters; a limit is
-the same normal law against each end of the joint's range. With them, a rollout is not MuJoCo's, and its step
-must resolve the penalty's stiffness (a smaller dt than MuJoCo's may be needed).
+the same normal law against each end of the joint's range. With them, a rollout is not MuJoCo's, and its step must
+resolve the penalty's stiffness (a smaller dt than MuJoCo's may be needed).
 
 The masses, inertias, centres of mass, body offsets, joint anchors, springs, damping, armature, motor gears and
 gravity are parameters, so every one has a gradient; the orientations of bodies and joint axes are structure. A
@@ -100,7 +100,8 @@ class Articulation(System):
         Quantity("gravity", 0.0, "m/s^2", "gravitational acceleration vector (z up: (0, 0, -9.81))", shape=(3,)),
         Quantity("geom_friction", 1.0, "-", "Coulomb coefficient of each geom (a contact takes the larger of its "
                  "two geoms')", shape=("n_geoms",), bounds="[0, inf)"),
-        Quantity("contact_stiffness", 1.0, "N/m", "normal force per metre of a contact point's depth below a plane",
+        Quantity("contact_stiffness", 1.0, "N/m", "normal force per metre of a contact's depth (below a plane, or "
+                 "of two shapes into each other)",
                  bounds="[0, inf)"),
         Quantity("contact_damping", 0.0, "N s/m", "normal force per metre per second of a contact point's "
                  "approach, while it approaches", bounds="[0, inf)"),

@@ -22,8 +22,8 @@ clamped first to ctrlrange where ctrllimited.
 Geoms give bodies shapes that touch: a sphere (size[0] its radius), a capsule (size[0] its radius, size[1] half
 the length of its axis, the geom frame's z), a box (size its half-widths), each placed on its body by pos and quat
 in the body frame; and planes on the world (the geom frame's xy-plane, its z the normal pointing out). Each pair
-in `contact_pairs` (a plane, then a shape on a moving body) may touch, with Coulomb friction max(friction of the
-two geoms).
+in `contact_pairs` may touch, with Coulomb friction max(friction of the two geoms): a plane, then a shape on a
+moving body; or two spheres or capsules of different bodies.
 """
 from dataclasses import dataclass, field
 
@@ -67,7 +67,7 @@ class Tree:
     geom_quat: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))  # (ngeom, 4)
     geom_size: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))  # (ngeom, 3) m
     geom_friction: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (ngeom,) Coulomb coefficient
-    contact_pairs: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), dtype=int))  # (npair, 2): plane, shape
+    contact_pairs: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), dtype=int))  # (npair, 2) geoms
     gravity: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, -9.81]))  # m/s^2
     timestep: float = 0.002  # s
     integrator: str = "euler"  # "euler" (MuJoCo's semi-implicit Euler, damping implicit) or "rk4"
