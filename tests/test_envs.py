@@ -176,3 +176,73 @@ def test_bad_arguments_are_refused_by_name():
     vector = SimulatedVectorEnv(PendulumSwingUp, 2)
     with pytest.raises(ValueError, match="seeds"):
         vector.reset(seed=[1, 2, 3])
+
+
+@pytest.fixture(scope="module")
+def reacher_v5():
+    """Gymnasium's own Reacher-v5 (MuJoCo), the referee of tisim's Reacher."""
+    pytest.importorskip("mujoco")
+    return gymnasium.make("Reacher-v5").unwrapped
+
+
+def test_the_reacher_passes_the_env_checker_and_draws_the_arena():
+    pytest.importorskip("mujoco")
+    from tisim.envs import Reacher
+    env = gymnasium.make("tisim/Reacher-v0", render_mode="rgb_array")
+    assert isinstance(env.unwrapped, Reacher)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # unbounded velocities in the observation space
+        check_env(env.unwrapped, skip_render_check=False)
+    env.reset(seed=3)
+    picture = env.render()
+    assert picture.shape == (240, 240, 3) and picture.dtype == np.uint8
+    target = (np.abs(picture.astype(int) - [220, 60, 60]).sum(axis=2) < 30).sum()
+    arm = (np.abs(picture.astype(int) - [0, 100, 150]).sum(axis=2) < 30).sum()
+    assert target > 20 and arm > 100, (target, arm)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_reacher_steps_as_gymnasiums_reacher_v5(seed, reacher_v5):
+    """From the state a reset drew, put into Gymnasium's Reacher-v5 as well, 50 steps of the same actions (small
+    enough that the elbow stays inside its +-3 rad limit, whose law differs): the same coordinates, observations
+    and rewards to 1e-12. MuJoCo leaves a step's body positions at its last RK4 stage, not at the state it returns,
+    so Reacher-v5's fingertip is refreshed (mj_kinematics) before its observation and reward are read."""
+    import mujoco
+
+    from tisim.envs import Reacher
+    env, ref = Reacher(), reacher_v5
+    obs, _ = env.reset(seed=seed)
+    state = env.state
+    assert np.abs(state["q"][:2]).max() <= 0.1 and np.abs(state["qd"][:2]).max() <= 0.005
+    assert np.linalg.norm(obs[4:6]) < 0.2 and np.all(state["qd"][2:] == 0)  # the target, within reach and at rest
+    ref.set_state(state["q"] + ref.model.qpos0, state["qd"])
+    np.testing.assert_allclose(obs, ref._get_obs(), rtol=0, atol=1e-14)
+    rng = np.random.default_rng(seed)
+    for _ in range(50):
+        action = rng.uniform(-0.2, 0.2, 2)
+        obs, reward, terminated, truncated, _ = env.step(action)
+        ref.step(action)
+        mujoco.mj_kinematics(ref.model, ref.data)
+        np.testing.assert_allclose(env.state["q"], ref.data.qpos - ref.model.qpos0, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(obs, ref._get_obs(), rtol=0, atol=1e-12)
+        assert reward == pytest.approx(ref._get_rew(action)[0], abs=1e-12)
+        assert not terminated
+    assert truncated  # 50 steps: the episode's end
+
+
+def test_the_reacher_vector_env_is_the_single_envs_stepped_together():
+    """make_vec's three reachers, seeded s, follow three single reachers seeded s, s + 1, s + 2, step for step."""
+    pytest.importorskip("mujoco")
+    from tisim.envs import Reacher
+    vector = gymnasium.make_vec("tisim/Reacher-v0", num_envs=3)
+    assert isinstance(vector.unwrapped, SimulatedVectorEnv)  # one simulator of batch 3
+    singles = [Reacher() for _ in range(3)]
+    obs, _ = vector.reset(seed=5)
+    np.testing.assert_array_equal(obs, [env.reset(seed=5 + i)[0] for i, env in enumerate(singles)])
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        actions = rng.uniform(-1, 1, (3, 2))
+        obs, rewards, _, _, _ = vector.step(actions)
+        alone = [env.step(a) for env, a in zip(singles, actions)]
+        np.testing.assert_allclose(obs, [o for o, *_ in alone], rtol=0, atol=1e-13)
+        np.testing.assert_allclose(rewards, [r for _, r, *_ in alone], rtol=0, atol=1e-13)

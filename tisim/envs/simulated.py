@@ -5,11 +5,11 @@ A subclass describes a task, every function of it working on n environments at o
     SYSTEM, DT, SUBSTEPS, EPISODE_STEPS     the simulator class, the env step [s], simulator steps per env step, the
                                             default episode length (then truncated; no termination)
     action_space, observation_space         per environment (float64, as tisim computes)
-    initial_state(rng)                      {state name: float} of one environment after a reset
-    effort(action)                          actions (n, A) in the action space -> the simulator's action (n,)
-    observe(state)                          {state name: (n,)} -> observations (n, O)
+    initial_state(rng)                      {state name: float or array} of one environment after a reset
+    effort(action)                          actions (n, A) in the action space -> the simulator's actions (n, ...)
+    observe(state)                          {state name: (n, ...)} -> observations (n, O)
     reward(before, after, action)           states before and after the step, actions (n, A) -> rewards (n,)
-    draw(state)                             {state name: float} -> picture (H, W, 3) uint8
+    draw(state)                             {state name: float or array} -> picture (H, W, 3) uint8
 
 The simulator is made once (horizon SUBSTEPS, batch n, time step DT / SUBSTEPS) and reused: each step sets its
 initial state and actions and runs one rollout, so no step compiles anything after the first.
@@ -43,11 +43,16 @@ def wrap_angle(angle):
 
 
 def advance(sim, state, effort):
-    """One env step of n environments: x[0] = state {name: (n,)}, the same effort (n,) for all of the simulator's
-    steps; returns x[T] {name: (n,)}."""
+    """One env step of n environments: x[0] = state {name: (n, ...)}, the same effort (n, ...) for all of the
+    simulator's steps; returns x[T] {name: (n, ...)}."""
     sim.set_initial_state(**state)
-    sim.set_actions(np.repeat(effort[:, None], sim.T, axis=1))
+    sim.set_actions(np.repeat(np.asarray(effort)[:, None], sim.T, axis=1))
     return {name: states[:, -1].copy() for name, states in sim.rollout().items()}
+
+
+def one(state, i):
+    """Environment i's entries of a state {name: (n, ...)}: floats, or arrays for a state with several numbers."""
+    return {k: float(v[i]) if np.ndim(v) == 1 else np.array(v[i]) for k, v in state.items()}
 
 
 class SimulatedEnv(gymnasium.Env):
@@ -79,6 +84,10 @@ class SimulatedEnv(gymnasium.Env):
         """Parameters given to the simulator (its declared defaults unless a task overrides this)."""
         return {}
 
+    def _unmentioned(self, n):
+        """Zeros for the states of n environments that initial_state leaves out."""
+        return {k: np.zeros((n,) + v.shape[1:]) for k, v in self.sim.initial_state.items()}
+
     def checked_actions(self, action, n):
         """Actions as a float64 array (n, A), clipped to the action space; anything of another size is refused."""
         shape = self.action_space.shape
@@ -92,12 +101,13 @@ class SimulatedEnv(gymnasium.Env):
 
     @property
     def state(self):
-        """{state name: float} of the simulated system now (None before the first reset)."""
-        return None if self._state is None else {k: float(v[0]) for k, v in self._state.items()}
+        """{state name: float or array} of the simulated system now (None before the first reset)."""
+        return None if self._state is None else one(self._state, 0)
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
         self._state = {k: np.array([v], dtype=np.float64) for k, v in self.initial_state(self.np_random).items()}
+        self._state = dict(self._unmentioned(1), **self._state)
         self._steps = 0
         return self.observe(self._state)[0], {}
 

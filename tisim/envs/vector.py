@@ -16,7 +16,7 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from tisim.envs.simulated import SimulatedEnv, advance, positive_integer
+from tisim.envs.simulated import SimulatedEnv, advance, one, positive_integer
 
 
 class SimulatedVectorEnv(VectorEnv):
@@ -43,7 +43,7 @@ class SimulatedVectorEnv(VectorEnv):
 
     @property
     def state(self):
-        """{state name: array (num_envs,)} of the simulated systems now (None before the first reset)."""
+        """{state name: array (num_envs, ...)} of the simulated systems now (None before the first reset)."""
         return None if self._state is None else {k: v.copy() for k, v in self._state.items()}
 
     def _generator(self, i, seed):
@@ -52,8 +52,9 @@ class SimulatedVectorEnv(VectorEnv):
         return self._generators[i]
 
     def _reset_one(self, i, seed=None):
-        for name, value in self.task.initial_state(self._generator(i, seed)).items():
-            self._state[name][i] = value
+        drawn = self.task.initial_state(self._generator(i, seed))
+        for name in self._state:
+            self._state[name][i] = drawn.get(name, 0.0)
         self._steps[i] = 0
         self._autoreset[i] = False
 
@@ -76,7 +77,7 @@ class SimulatedVectorEnv(VectorEnv):
             if self._state is None and not mask.all():
                 raise gymnasium.error.ResetNeeded("SimulatedVectorEnv.reset: the first reset resets every environment")
         if self._state is None:
-            self._state = {name: np.zeros(self.num_envs) for name in self.sim.state_layout.names}
+            self._state = {k: np.zeros((self.num_envs,) + v.shape[1:]) for k, v in self.sim.initial_state.items()}
         for i in np.flatnonzero(mask):
             self._reset_one(i, seeds[i])
         return self.task.observe(self._state), {}
@@ -106,7 +107,7 @@ class SimulatedVectorEnv(VectorEnv):
             return None
         if self._state is None:
             raise gymnasium.error.ResetNeeded("SimulatedVectorEnv: call reset() before render()")
-        return tuple(self.task.draw({k: float(v[i]) for k, v in self._state.items()}) for i in range(self.num_envs))
+        return tuple(self.task.draw(one(self._state, i)) for i in range(self.num_envs))
 
 
 def cartpole_swing_up_vector(num_envs, **kwargs):
@@ -121,3 +122,10 @@ def pendulum_swing_up_vector(num_envs, **kwargs):
     from tisim.envs.swing_up import PendulumSwingUp
 
     return SimulatedVectorEnv(PendulumSwingUp, num_envs, **kwargs)
+
+
+def reacher_vector(num_envs, **kwargs):
+    """The vector entry point of tisim/Reacher-v0 (gymnasium.make_vec)."""
+    from tisim.envs.reach import Reacher
+
+    return SimulatedVectorEnv(Reacher, num_envs, **kwargs)
