@@ -198,17 +198,17 @@ def test_contacts_on_a_plane_load_and_others_are_refused_unless_ignored(tmp_path
     tree = load_mjcf(str(path))
     assert [tree.geom_names[g] for g in tree.contact_pairs[0]] == ["floor", "bead"]
     two = CONTACTS.replace("</body>", '</body><body name="other" pos="0 0 2"><joint type="slide"/>'
-                                      '<geom name="cube" type="box" size="0.1 0.1 0.1"/></body>')
+                                      '<geom name="can" type="cylinder" size="0.1 0.1"/></body>')
     path.write_text(mjcf(two))
     with pytest.raises(ValueError) as error:
         load_mjcf(str(path))
     message = str(error.value)
-    assert "geom 'bead' with geom 'cube'" in message and str(path) in message
+    assert "geom 'bead' with geom 'can'" in message and str(path) in message
     assert 'ignore=("contacts",)' in message
     tree = load_mjcf(str(path), ignore=("contacts",))
     assert tree.joint_type == (SLIDE, SLIDE) and len(tree.contact_pairs) == 0
     # Masks that never meet, and a parent touching its child, are no contacts (MuJoCo filters both).
-    load_mjcf(mjcf(two.replace('size="0.1"', 'size="0.1" contype="2" conaffinity="2"')))
+    load_mjcf(mjcf(two.replace('name="can"', 'name="can" contype="2" conaffinity="2"')))
     load_mjcf(mjcf('<body name="a"><joint/><geom size="1"/><body name="b"><joint/><geom size="1"/></body></body>'))
     with pytest.raises(ValueError, match="pair 'touch'"):
         load_mjcf(mjcf(ARM, '<contact><pair name="touch" geom1="upper_geom" geom2="lower_geom"/></contact>'))
@@ -353,8 +353,8 @@ def test_builder_refuses_bad_input():
     ball, cube = shapes.sphere(one, 0.1), shapes.box(two, (0.1, 0.1, 0.1))
     rod, ghost = shapes.capsule(two, 0.05, 0.2), shapes.sphere(two, 0.1, contact=False)
     bead = shapes.sphere(two, 0.05)
-    with pytest.raises(ValueError, match="pair: geom 1 is a box; only spheres and capsules"):
-        shapes.pair(ball, cube)
+    with pytest.raises(ValueError, match="pair: geoms 2 and 1 are a capsule and a box: a box touches a sphere"):
+        shapes.pair(rod, cube)
     with pytest.raises(ValueError, match="pair: geom 3 is a sphere added with contact=False"):
         shapes.pair(ball, ghost)
     with pytest.raises(ValueError, match="pair: geoms 2 and 4 are on the same body .*'two'"):
@@ -362,4 +362,5 @@ def test_builder_refuses_bad_input():
     with pytest.raises(ValueError, match=r"pair: a and b must be geoms added before \(0 to 4\), got 7"):
         shapes.pair(ball, 7)
     shapes.pair(ball, rod)
-    assert shapes.build().contact_pairs.tolist() == [[0, 2]]
+    shapes.pair(cube, ball)
+    assert shapes.build().contact_pairs.tolist() == [[0, 2], [1, 0]]

@@ -1,13 +1,26 @@
 """Contacts and joint limits of an articulation: the points of its shapes that may touch a plane, the force a plane
-exerts through one of them, the force between two bodies' spheres and capsules, and the default laws for a tree
+exerts through one of them, the force between two bodies' spheres and capsules or a sphere and a box, and the
+default laws for a tree
 (MJCF's soft constraints have no penalty stiffness to read). The laws themselves are tisim.physics.contact's,
 reached through the dynamics' ops (numpy's twins or Taichi's functions)."""
 from typing import NamedTuple
 
 import numpy as np
 
-from tisim.systems.articulation.algebra import add, bind, cross, dot, matvec, quat_matrix, scale, sub
-from tisim.systems.articulation.tree import CAPSULE, PLANE, SPHERE
+from tisim.systems.articulation.algebra import (
+    add,
+    bind,
+    cross,
+    dot,
+    matmul,
+    matvec,
+    mul,
+    quat_matrix,
+    scale,
+    sub,
+    total,
+)
+from tisim.systems.articulation.tree import BOX, CAPSULE, PLANE, SPHERE
 
 
 class Contact(NamedTuple):
@@ -67,7 +80,7 @@ def touches(tree):
     """The Touch of every pair in tree.contact_pairs that is two spheres or capsules."""
     out = []
     for a, b in tree.contact_pairs:
-        if tree.geom_type[a] == PLANE:
+        if PLANE in (tree.geom_type[a], tree.geom_type[b]) or BOX in (tree.geom_type[a], tree.geom_type[b]):
             continue
         if tree.geom_body[a] == 0:  # a shape of the world (which does not move) second
             a, b = b, a
@@ -129,6 +142,79 @@ def touch_force(touch, p, R, x, velocity, ops):
     vt = sub(slip, scale(vn, n))
     fn = ops.bind(ops.normal_force(depth, vn, p.contact_stiffness, p.contact_damping, p.contact_softness))
     mu = ops.max(p.friction[touch.shape_a], p.friction[touch.shape_b])
+    f = bind(ops, add(scale(fn, n), ops.friction(vt, fn, mu, p.eps)))
+    return cross(y, f), f
+
+
+class BoxTouch(NamedTuple):
+    """A sphere of one body that may touch a box of another: it touches where its centre is closer to the box than
+    its radius, or inside it."""
+
+    body: int
+    point: tuple  # the sphere's centre, in its body's frame
+    radius: float
+    box_body: int
+    box_pos: tuple  # the box's centre in its body's frame
+    box_rotation: tuple  # the box's axes in its body's frame (columns)
+    half_widths: tuple
+    shape: int  # geom indices, for the friction
+    box: int
+
+
+def box_touches(tree):
+    """The BoxTouch of every pair in tree.contact_pairs that is a sphere and a box."""
+    out = []
+    for a, b in tree.contact_pairs:
+        if {tree.geom_type[a], tree.geom_type[b]} != {SPHERE, BOX}:
+            continue
+        sphere, box = (a, b) if tree.geom_type[a] == SPHERE else (b, a)
+        frame = tuple(tuple(float(c) for c in row) for row in quat_matrix(tree.geom_quat[box]))
+        out.append(BoxTouch(int(tree.geom_body[sphere]), tuple(float(c) for c in tree.geom_pos[sphere]),
+                            float(tree.geom_size[sphere][0]), int(tree.geom_body[box]),
+                            tuple(float(c) for c in tree.geom_pos[box]), frame,
+                            tuple(float(c) for c in tree.geom_size[box]), int(sphere), int(box)))
+    return tuple(out)
+
+
+def box_distance(local, half_widths, ops):
+    """(signed distance, outward unit normal) of a point `local` (in the box's frame) from a box of half_widths
+    about its centre: outside, the distance to the nearest point of the box; inside, minus the distance to the
+    nearest face, the normal that face's."""
+    sign = [ops.select(c >= 0.0, 1.0, -1.0) for c in local]
+    beyond = [ops.bind(ops.max(c, -c) - h) for c, h in zip(local, half_widths)]  # |c| - h: > 0 outside that slab
+    out = [ops.bind(ops.max(q, 0.0)) for q in beyond]
+    squared = ops.bind(dot(out, out))
+    outside = ops.bind(ops.sqrt(ops.max(squared, 1e-60)))
+    deepest = ops.max(beyond[0], ops.max(beyond[1], beyond[2]))
+    first = beyond[0] >= ops.max(beyond[1], beyond[2])
+    second = beyond[1] >= beyond[2]
+    face = (ops.select(first, sign[0], 0.0), ops.select(first, 0.0, ops.select(second, sign[1], 0.0)),
+            ops.select(first, 0.0, ops.select(second, 0.0, sign[2])))
+    isout = squared > 0.0
+    normal = tuple(ops.bind(ops.select(isout, s * o / outside, f)) for s, o, f in zip(sign, out, face))
+    return ops.bind(ops.select(isout, outside, deepest)), normal
+
+
+def box_touch_force(touch, p, R, x, velocity, ops):
+    """The spatial force (y x f, f) the box's body exerts on the sphere's body (the box's body takes its negative):
+    the laws of contact_force along the box's outward normal at the sphere's centre, at y midway between the two
+    surfaces, against the slip of the sphere's body over the box's there."""
+    b, box = touch.body, touch.box_body
+    at = bind(ops, add(x[b], matvec(R[b], touch.point)))
+    axes = bind(ops, matmul(R[box], touch.box_rotation))  # the box's axes in the world, as columns
+    centre = add(x[box], matvec(R[box], touch.box_pos))
+    offset = sub(at, centre)
+    local = tuple(ops.bind(total(mul(axes[i][k], offset[i]) for i in range(3))) for k in range(3))
+    distance, normal = box_distance(local, touch.half_widths, ops)
+    n = bind(ops, matvec(axes, normal))
+    depth = ops.bind(touch.radius - distance)
+    y = bind(ops, sub(at, scale(0.5 * (touch.radius + distance), n)))
+    (w_a, v_a), (w_b, v_b) = velocity[b], velocity[box]
+    slip = sub(add(v_a, cross(w_a, y)), add(v_b, cross(w_b, y)))
+    vn = ops.bind(dot(n, slip))
+    vt = sub(slip, scale(vn, n))
+    fn = ops.bind(ops.normal_force(depth, vn, p.contact_stiffness, p.contact_damping, p.contact_softness))
+    mu = ops.max(p.friction[touch.shape], p.friction[touch.box])
     f = bind(ops, add(scale(fn, n), ops.friction(vt, fn, mu, p.eps)))
     return cross(y, f), f
 

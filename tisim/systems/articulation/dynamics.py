@@ -61,7 +61,15 @@ from tisim.systems.articulation.algebra import (
     sum_motions,
     total,
 )
-from tisim.systems.articulation.contacts import contact_defaults, contact_force, contact_points, touch_force, touches
+from tisim.systems.articulation.contacts import (
+    box_touch_force,
+    box_touches,
+    contact_defaults,
+    contact_force,
+    contact_points,
+    touch_force,
+    touches,
+)
 from tisim.systems.articulation.tree import BALL, COORDINATES, DOFS, FREE, HINGE, SLIDE
 
 
@@ -74,6 +82,7 @@ class Ops(NamedTuple):
     bind: Any
     clamp: Any
     max: Any
+    select: Any  # (condition, a, b) -> a where the condition holds, else b
     normal_force: Any  # (depth, normal velocity, stiffness, damping, softness) -> the contact's normal force
     friction: Any  # (tangential velocity 3-tuple, normal force, mu, eps) -> the friction force 3-tuple
 
@@ -83,7 +92,7 @@ def _numpy_friction(vt, fn, mu, eps):
 
 
 NUMPY = Ops(np.sin, np.cos, np.sqrt, lambda value: value, lambda x, low, high: min(max(x, low), high), max,
-            penalty_normal_soft_compression_value, _numpy_friction)
+            lambda condition, a, b: a if condition else b, penalty_normal_soft_compression_value, _numpy_friction)
 
 
 # ---- the tree's structure, as Python data (constants at compile time) ------------------------------------------------
@@ -103,7 +112,8 @@ class Structure(NamedTuple):
     ctrlrange: tuple
     integrator: str
     contacts: tuple = ()  # Contact points (below), constants of the tree's geoms
-    touches: tuple = ()  # Touch pairs of two bodies' shapes
+    touches: tuple = ()  # Touch pairs of two bodies' spheres and capsules
+    box_touches: tuple = ()  # BoxTouch pairs of a sphere and another body's box
     limits: tuple = ()  # (joint, low, high) of each limited hinge and slide
 
     @property
@@ -157,7 +167,7 @@ def structure_of(tree):
         actuator_joint=tuple(int(j) for j in tree.actuator_joint),
         ctrllimited=tuple(bool(x) for x in tree.ctrllimited),
         ctrlrange=tuple(tuple(float(c) for c in r) for r in tree.ctrlrange), integrator=tree.integrator,
-        contacts=contact_points(tree), touches=touches(tree),
+        contacts=contact_points(tree), touches=touches(tree), box_touches=box_touches(tree),
         limits=tuple((j, float(tree.joint_range[j][0]), float(tree.joint_range[j][1]))
                      for j in np.flatnonzero(tree.limited)))
 
@@ -278,11 +288,14 @@ def bias_and_mass(st, p, q, qd, ops):
         force.append(add_motion(apply_inertia(inertia[b], a), cross_force(v, momentum)))
     for point in st.contacts:  # a contact pushes its body: the force the joints need to hold it is that much less
         force[point.body] = sub_motion(force[point.body], contact_force(point, p, R, x, velocity, ops))
-    for touch in st.touches:  # and two bodies touching push each other apart, equally and oppositely
-        push = touch_force(touch, p, R, x, velocity, ops)
-        force[touch.body_a] = sub_motion(force[touch.body_a], push)
-        if touch.body_b > 0:
-            force[touch.body_b] = add_motion(force[touch.body_b], push)
+    # two bodies touching push each other apart, equally and oppositely
+    pushes = [(t.body_a, t.body_b, touch_force(t, p, R, x, velocity, ops)) for t in st.touches]
+    pushes += [(t.body, t.box_body, box_touch_force(t, p, R, x, velocity, ops)) for t in st.box_touches]
+    for a, b, push in pushes:  # the world (body 0) holds whatever pushes it
+        if a > 0:
+            force[a] = sub_motion(force[a], push)
+        if b > 0:
+            force[b] = add_motion(force[b], push)
     # inward: each body's force and composite inertia gather its subtree's
     subtree_force, composite = list(force), list(inertia)
     for b in range(st.n_bodies - 1, 0, -1):

@@ -62,7 +62,7 @@ def friction(vt, fn, mu, eps):
 
 
 TAICHI = dynamics.Ops(ti.sin, ti.cos, ti.sqrt, bind, lambda x, low, high: ti.min(ti.max(x, low), high), ti.max,
-                      contact.penalty_normal_soft_compression, friction)
+                      ti.select, contact.penalty_normal_soft_compression, friction)
 
 
 def double_pendulum():
