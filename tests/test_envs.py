@@ -246,3 +246,47 @@ def test_the_reacher_vector_env_is_the_single_envs_stepped_together():
         alone = [env.step(a) for env, a in zip(singles, actions)]
         np.testing.assert_allclose(obs, [o for o, *_ in alone], rtol=0, atol=1e-13)
         np.testing.assert_allclose(rewards, [r for _, r, *_ in alone], rtol=0, atol=1e-13)
+
+
+def test_the_ants_task_is_ant_v5s_without_contact_forces():
+    """The ant's reset, observation, reward and termination as Ant-v5 defines them, checked on states written by
+    hand (no step: compiling the ant's takes a minute, make stress steps it)."""
+    pytest.importorskip("mujoco")
+    from tisim.envs import Ant
+    env = gymnasium.make("tisim/Ant-v0").unwrapped
+    assert isinstance(env, Ant) and env.observation_space.shape == (27,) and env.action_space.shape == (8,)
+    obs, _ = env.reset(seed=4)
+    state = env.state
+    np.testing.assert_array_equal(obs, np.r_[state["q"][2:], state["qd"]])
+    pose = np.r_[0, 0, 0.75, 1, 0, 0, 0, np.zeros(8)]  # ant.xml's initial pose
+    assert np.abs(state["q"] - pose).max() <= 0.1 and np.abs(state["qd"]).max() < 0.5
+    assert np.array_equal(obs, env.reset(seed=4)[0]) and not np.array_equal(obs, env.reset(seed=5)[0])
+    before = {"q": np.tile(pose, (4, 1)), "qd": np.zeros((4, 14))}
+    after = {"q": before["q"] + [[0.1] + [0] * 14] * 4, "qd": np.zeros((4, 14))}
+    after["q"][1, 2], after["q"][2, 2], after["q"][3, 5] = 1.05, 0.15, np.nan
+    action = np.full((4, 8), 0.5)
+    np.testing.assert_array_equal(env.terminated(after), [False, True, True, True])
+    np.testing.assert_allclose(env.reward(before, after, action)[:3], [1 + 2.0 - 1.0, 2.0 - 1.0, 2.0 - 1.0])
+
+
+@pytest.mark.stress
+def test_the_ant_passes_the_env_checker_and_steps():
+    """Gymnasium's checks on the ant (its step compiled), then an episode of random actions: finite, each reward the
+    formula of the states around its step, ended by termination only where the torso left [0.2, 1] m."""
+    pytest.importorskip("mujoco")
+    env = gymnasium.make("tisim/Ant-v0", render_mode="rgb_array").unwrapped
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        check_env(env, skip_render_check=False)
+    env.reset(seed=2)
+    rng = np.random.default_rng(2)
+    for _ in range(200):
+        before, action = env.state, rng.uniform(-1, 1, 8)
+        obs, reward, terminated, truncated, _ = env.step(action)
+        after = env.state
+        assert np.isfinite(obs).all() and not truncated
+        healthy = 0.2 <= after["q"][2] <= 1.0
+        assert reward == pytest.approx(healthy + (after["q"][0] - before["q"][0]) / 0.05 - 0.5 * action @ action)
+        assert terminated == (not healthy)
+        if terminated:
+            break

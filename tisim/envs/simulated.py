@@ -3,12 +3,14 @@
 A subclass describes a task, every function of it working on n environments at once so that the single environment
 (n = 1) and the vector environment (tisim/envs/vector.py, n = num_envs) share it:
     SYSTEM, DT, SUBSTEPS, EPISODE_STEPS     the simulator class, the env step [s], simulator steps per env step, the
-                                            default episode length (then truncated; no termination)
+                                            default episode length (then truncated)
     action_space, observation_space         per environment (float64, as tisim computes)
     initial_state(rng)                      {state name: float or array} of one environment after a reset
     effort(action)                          actions (n, A) in the action space -> the simulator's actions (n, ...)
     observe(state)                          {state name: (n, ...)} -> observations (n, O)
     reward(before, after, action)           states before and after the step, actions (n, A) -> rewards (n,)
+    terminated(state)                       {state name: (n, ...)} -> (n,) bool: the episode ended (never, unless
+                                            a task says otherwise)
     draw(state)                             {state name: float or array} -> picture (H, W, 3) uint8
 
 The simulator is made once (horizon SUBSTEPS, batch n, time step DT / SUBSTEPS) and reused: each step sets its
@@ -118,7 +120,11 @@ class SimulatedEnv(gymnasium.Env):
         before, self._state = self._state, advance(self.sim, self._state, self.effort(action))
         self._steps += 1
         reward = float(self.reward(before, self._state, action)[0])
-        return self.observe(self._state)[0], reward, False, self._steps >= self.episode_steps, {}
+        terminated = bool(self.terminated(self._state)[0])
+        return self.observe(self._state)[0], reward, terminated, self._steps >= self.episode_steps, {}
+
+    def terminated(self, state):
+        return np.zeros(len(next(iter(state.values()))), dtype=bool)
 
     def render(self):
         if self.render_mode is None:

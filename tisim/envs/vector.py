@@ -91,12 +91,12 @@ class SimulatedVectorEnv(VectorEnv):
         rewards = self.task.reward(before, after, actions)
         self._steps += 1
         truncated = self._steps >= self.task.episode_steps
+        terminated = np.array(self.task.terminated(after), dtype=bool)
         restart = np.flatnonzero(self._autoreset)
         self._state = after
         for i in restart:  # these were done after the last step: reset instead of stepped
             self._reset_one(i)
-        rewards[restart], truncated[restart] = 0.0, False
-        terminated = np.zeros(self.num_envs, dtype=bool)
+        rewards[restart], truncated[restart], terminated[restart] = 0.0, False, False
         self._autoreset = terminated | truncated
         return self.task.observe(self._state), rewards, terminated, truncated, {}
 
@@ -129,3 +129,10 @@ def reacher_vector(num_envs, **kwargs):
     from tisim.envs.reach import Reacher
 
     return SimulatedVectorEnv(Reacher, num_envs, **kwargs)
+
+
+def ant_vector(num_envs, **kwargs):
+    """The vector entry point of tisim/Ant-v0 (gymnasium.make_vec)."""
+    from tisim.envs.walk import Ant
+
+    return SimulatedVectorEnv(Ant, num_envs, **kwargs)
