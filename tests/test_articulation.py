@@ -208,15 +208,29 @@ def test_a_point_target_is_the_distance_of_a_bodys_point_and_has_gradients():
     assert sim.gradient(loss).value == pytest.approx(expected, rel=1e-13)
     report = tisim.gradcheck(sim, loss, step=1e-5, max_entries=10, extrapolate=True)
     assert report.worst <= 1e-5, str(report)
+    # a body as the target: the tip's distance from the upper rod's frame origin (its hinge), which moves with q
+    follow = sim.point_target(2, 1, point=tip, steps=[5, 20])
+    expected = 0.0
+    for b in range(2):
+        for t in (5, 20):
+            xpos, xmat = body_poses(sim.tree, traj["q"][b, t])
+            expected += np.sum((xpos[2] + xmat[2] @ tip - xpos[1]) ** 2)
+    assert sim.gradient(follow).value == pytest.approx(expected, rel=1e-13)
+    report = tisim.gradcheck(sim, follow, step=1e-5, max_entries=10, extrapolate=True)
+    assert report.worst <= 1e-5, str(report)
     with pytest.raises(ValueError, match="no body named 'hand'"):
         sim.point_target("hand", target)
     with pytest.raises(ValueError, match="body must be a name or an index from 1 to 2, got 0"):
         sim.point_target(0, target)
-    with pytest.raises(ValueError, match=r"point_target: target and point must be 3 finite numbers, got \[0.3, 0.0\]"):
+    with pytest.raises(ValueError, match=r"point_target: target must be 3 finite numbers or a body and point 3 "
+                                         r"finite numbers, got \[0.3, 0.0\]"):
         sim.point_target(2, [0.3, 0.0])
     with pytest.raises(ValueError, match="point_target: weight must be >= 0, got -1.0"):
         sim.point_target(2, target, weight=-1.0)
-    with pytest.raises(ValueError, match="point_target: target and point must be 3 numbers and weight a number"):
+    with pytest.raises(ValueError, match="point_target: target must be 3 numbers or a body, point 3 numbers and "
+                                         "weight a number"):
+        sim.point_target(2, [None, "a", 1])
+    with pytest.raises(ValueError, match="no body named 'up'"):
         sim.point_target(2, "up")
 
 

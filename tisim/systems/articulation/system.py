@@ -235,18 +235,24 @@ class Articulation(System):
 
     def point_target(self, body, target, point=(0.0, 0.0, 0.0), steps=None, weight=1.0):
         """A loss: sum over `steps` (default: the final step) of weight |p_t - target|^2, p_t the position in the world
-        of `point` (in the frame of `body`, a name or an index) at step t. A fingertip that should reach a target;
-        several of them, summed, make a path through targets. The tree's frames are taken at their initial values
-        (body offsets, joint anchors), so this loss has gradients for states and actions, not for those parameters."""
+        of `point` (in the frame of `body`, a name or an index) at step t. The target is 3 numbers (a place in the
+        world) or a body (a name or an index): the origin of its frame at step t, which moves with the state (a
+        target on slides, as the reacher's, whose place each batch element may start elsewhere). A fingertip that
+        should reach a target; several of them, summed, make a path through targets. The tree's frames are taken at
+        their initial values (body offsets, joint anchors), so this loss has gradients for states and actions, not
+        for those parameters."""
         index = self.body_index(body)
+        moving = isinstance(target, (str, int, np.integer)) and not isinstance(target, bool)
+        other = self.body_index(target) if moving else None
         try:
-            target, point, weight = np.asarray(target, dtype=float), np.asarray(point, dtype=float), float(weight)
+            point, weight = np.asarray(point, dtype=float), float(weight)
+            target = np.zeros(3) if moving else np.asarray(target, dtype=float)
         except (TypeError, ValueError):
-            raise ValueError(f"{type(self).__name__}.point_target: target and point must be 3 numbers and weight a "
-                             f"number, got {target!r}, {point!r} and {weight!r}") from None
+            raise ValueError(f"{type(self).__name__}.point_target: target must be 3 numbers or a body, point 3 "
+                             f"numbers and weight a number, got {target!r}, {point!r} and {weight!r}") from None
         if target.shape != (3,) or point.shape != (3,) or not (np.isfinite(target).all() and np.isfinite(point).all()):
-            raise ValueError(f"{type(self).__name__}.point_target: target and point must be 3 finite numbers, got "
-                             f"{target.tolist()!r} and {point.tolist()!r}")
+            raise ValueError(f"{type(self).__name__}.point_target: target must be 3 finite numbers or a body and "
+                             f"point 3 finite numbers, got {target.tolist()!r} and {point.tolist()!r}")
         if not (np.isfinite(weight) and weight >= 0):
             raise ValueError(f"{type(self).__name__}.point_target: weight must be >= 0, got {weight!r}")
         structure, frames = dynamics.structure_of(self.tree), dynamics.params_of(self.tree)
@@ -257,7 +263,8 @@ class Articulation(System):
             q = [bind(component(coordinates, c)) for c in range(n)]
             R, origin, _ = dynamics.kinematics(structure, frames, q, TAICHI)
             where = add(origin[index], matvec(R[index], local))
-            return (weight * sum((where[k] - goal[k]) ** 2 for k in range(3)),)
+            aim = goal if other is None else origin[other]
+            return (weight * sum((where[k] - aim[k]) ** 2 for k in range(3)),)
 
         @ti.func
         def loss(x: ti.template(), theta: ti.template(), u: ti.template(), b, t):
