@@ -136,14 +136,8 @@ def touch_force(touch, p, R, x, velocity, ops):
     n = bind(ops, scale(1.0 / distance, gap))
     depth = ops.bind(touch.radius_a + touch.radius_b - distance)
     y = bind(ops, scale(0.5, add(sub(on_a, scale(touch.radius_a, n)), add(on_b, scale(touch.radius_b, n)))))
-    (w_a, v_a), (w_b, v_b) = velocity[touch.body_a], velocity[touch.body_b]
-    slip = sub(add(v_a, cross(w_a, y)), add(v_b, cross(w_b, y)))
-    vn = ops.bind(dot(n, slip))
-    vt = sub(slip, scale(vn, n))
-    fn = ops.bind(ops.normal_force(depth, vn, p.contact_stiffness, p.contact_damping, p.contact_softness))
-    mu = ops.max(p.friction[touch.shape_a], p.friction[touch.shape_b])
-    f = bind(ops, add(scale(fn, n), ops.friction(vt, fn, mu, p.eps)))
-    return cross(y, f), f
+    slip = relative_slip(velocity, touch.body_a, touch.body_b, y)
+    return pushed(n, y, depth, slip, ops.max(p.friction[touch.shape_a], p.friction[touch.shape_b]), p, ops)
 
 
 class BoxTouch(NamedTuple):
@@ -209,14 +203,8 @@ def box_touch_force(touch, p, R, x, velocity, ops):
     n = bind(ops, matvec(axes, normal))
     depth = ops.bind(touch.radius - distance)
     y = bind(ops, sub(at, scale(0.5 * (touch.radius + distance), n)))
-    (w_a, v_a), (w_b, v_b) = velocity[b], velocity[box]
-    slip = sub(add(v_a, cross(w_a, y)), add(v_b, cross(w_b, y)))
-    vn = ops.bind(dot(n, slip))
-    vt = sub(slip, scale(vn, n))
-    fn = ops.bind(ops.normal_force(depth, vn, p.contact_stiffness, p.contact_damping, p.contact_softness))
-    mu = ops.max(p.friction[touch.shape], p.friction[touch.box])
-    f = bind(ops, add(scale(fn, n), ops.friction(vt, fn, mu, p.eps)))
-    return cross(y, f), f
+    slip = relative_slip(velocity, b, box, y)
+    return pushed(n, y, depth, slip, ops.max(p.friction[touch.shape], p.friction[touch.box]), p, ops)
 
 
 def contact_defaults(tree):
@@ -247,10 +235,20 @@ def contact_force(point, p, R, x, velocity, ops):
     depth = ops.bind(point.radius + point.offset - dot(n, centre))
     w, v = velocity[b]
     slip = add(v, cross(w, y))
+    return pushed(n, y, depth, slip, ops.max(p.friction[point.shape], p.friction[point.plane]), p, ops)
+
+
+def relative_slip(velocity, a, b, y):
+    """The velocity of body a's material point at y less body b's."""
+    (w_a, v_a), (w_b, v_b) = velocity[a], velocity[b]
+    return sub(add(v_a, cross(w_a, y)), add(v_b, cross(w_b, y)))
+
+
+def pushed(n, y, depth, slip, mu, p, ops):
+    """The spatial force (y x f, f) of the contact laws at y on the body that n points towards: the penalty normal
+    force from the depth and the normal slip, regularized Coulomb friction (coefficient mu) against the rest."""
     vn = ops.bind(dot(n, slip))
     vt = sub(slip, scale(vn, n))
     fn = ops.bind(ops.normal_force(depth, vn, p.contact_stiffness, p.contact_damping, p.contact_softness))
-    mu = ops.max(p.friction[point.shape], p.friction[point.plane])
-    f = add(scale(fn, n), ops.friction(vt, fn, mu, p.eps))
-    f = bind(ops, f)
+    f = bind(ops, add(scale(fn, n), ops.friction(vt, fn, mu, p.eps)))
     return cross(y, f), f
