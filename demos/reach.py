@@ -13,7 +13,6 @@
 # Command: python demos/reach.py [--out out] [--iterations 800] [--short]
 import argparse
 import json
-import os
 import pathlib
 import time
 
@@ -21,9 +20,10 @@ import numpy as np
 
 import tisim
 from tisim import plots, viz
+from tisim.envs.reach import ARENA, reacher_tree
 from tisim.losses import Effort
 from tisim.optim import Adam
-from tisim.systems.articulation import Articulation, load_mjcf
+from tisim.systems.articulation import Articulation
 from tisim.systems.articulation.kinematics import body_poses
 from tisim.tasks import optimize_actions
 
@@ -31,14 +31,6 @@ HORIZON = 150  # steps of the reacher's 10 ms: 1.5 s
 TARGETS = np.array([[0.15, 0.08, 0.01], [-0.05, 0.17, 0.01], [-0.12, -0.10, 0.01]])  # [m], in the arm's reach
 TIMES = (40, 85, 130)  # the step at which the fingertip should be at each target
 HOLD = 5  # steps either side of each time
-ARENA = 0.3  # [m] half the width of the reacher's arena
-
-
-def reacher():
-    """The reacher's tree (its target's slides have a nonzero ref: q is measured from the initial pose)."""
-    import gymnasium
-    path = os.path.join(os.path.dirname(gymnasium.__file__), "envs", "mujoco", "assets", "reacher.xml")
-    return load_mjcf(path, ignore=("ref",))
 
 
 def path_loss(sim):
@@ -98,7 +90,7 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
 
     tisim.init()
-    tree = reacher()
+    tree = reacher_tree()
     arm = Articulation(horizon=HORIZON, tree=tree)
     loss = path_loss(arm)
     before = misses(tree, arm.rollout())

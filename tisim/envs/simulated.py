@@ -86,8 +86,8 @@ class SimulatedEnv(gymnasium.Env):
         """Parameters given to the simulator (its declared defaults unless a task overrides this)."""
         return {}
 
-    def _unmentioned(self, n):
-        """Zeros for the states of n environments that initial_state leaves out."""
+    def zero_state(self, n):
+        """{state name: zeros (n, ...)}: the states of n environments, before initial_state fills them in."""
         return {k: np.zeros((n,) + v.shape[1:]) for k, v in self.sim.initial_state.items()}
 
     def checked_actions(self, action, n):
@@ -109,7 +109,7 @@ class SimulatedEnv(gymnasium.Env):
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
         self._state = {k: np.array([v], dtype=np.float64) for k, v in self.initial_state(self.np_random).items()}
-        self._state = dict(self._unmentioned(1), **self._state)
+        self._state = dict(self.zero_state(1), **self._state)
         self._steps = 0
         return self.observe(self._state)[0], {}
 

@@ -77,7 +77,7 @@ class SimulatedVectorEnv(VectorEnv):
             if self._state is None and not mask.all():
                 raise gymnasium.error.ResetNeeded("SimulatedVectorEnv.reset: the first reset resets every environment")
         if self._state is None:
-            self._state = {k: np.zeros((self.num_envs,) + v.shape[1:]) for k, v in self.sim.initial_state.items()}
+            self._state = self.task.zero_state(self.num_envs)
         for i in np.flatnonzero(mask):
             self._reset_one(i, seeds[i])
         return self.task.observe(self._state), {}
