@@ -1,6 +1,7 @@
-# tisim's Articulation next to MuJoCo's C engine, in one process run, on the same models and the same steps.
+# tisim's Articulation next to its peers, in one process run, on the same models and the same steps: MuJoCo's C
+# engine, MJX (MuJoCo's JAX port) and NVIDIA Newton's Featherstone solver (Warp).
 #
-# Workloads (contact- and limit-free, so both step the same equations: the rollouts agree to 1e-9 before any timing):
+# Workloads (contact- and limit-free, so all step the same equations: agreement is asserted before any timing):
 #   chain7       a 7-link chain hanging from the world, six hinges about alternating axes and a ball joint in the
 #                middle (9 degrees of freedom), a motor on every hinge, joint damping, MuJoCo's semi-implicit Euler
 #                at 5 ms, T = 500, at batch 1 and 256 (random initial states and actions per batch element)
@@ -8,15 +9,26 @@
 #                Euler at its 10 ms, T = 500, batch 1: a floating robot's tree without its floor
 # The loss is |q_T|^2 + |qd_T|^2. Per implementation and workload:
 #   forward      tisim: sim.evaluate (rollout + loss). MuJoCo: mujoco.rollout.rollout (its C loop over steps and batch
-#                elements, one MjData per core, made once).
-#   gradient     tisim: sim.gradient (rollout, loss, one backward pass; dL/d(actions) and the rest). MuJoCo has no
-#                reverse mode: mjd_transitionFD's Jacobians (A, B) at every step of the rollout (centred differences,
-#                eps 1e-6), chained backwards (lambda_t = A_t^T lambda_{t+1}, dL/du_t = B_t^T lambda_{t+1}); batch 1.
-# Before timing, tisim's dL/du must equal the chained differences to 1e-5 of its largest entry.
-# Times: the median of --repeats calls after one untimed call (tisim's first call compiles: reported apart).
+#                elements, one MjData per core, made once). MJX: jit of a lax.scan of mjx.step, vmap over the batch,
+#                float64 on JAX's CPU backend. Newton: SolverFeatherstone stepped T times on the CPU (float32, B worlds
+#                in one model).
+#   gradient     tisim: sim.gradient (rollout, loss, one backward pass; dL/d(actions) and the rest). MJX:
+#                jax.value_and_grad of the same jitted rollout. Newton: wp.Tape through the rollout, one solver per
+#                step (its Featherstone solver keeps its mass matrices in the solver, so one solver stepped T times
+#                gives the backward pass the last step's matrices: a wrong gradient). MuJoCo has no reverse mode:
+#                mjd_transitionFD's Jacobians (A, B) at every step of the rollout (centred differences, eps 1e-6),
+#                chained backwards (lambda_t = A_t^T lambda_{t+1}, dL/du_t = B_t^T lambda_{t+1}); batch 1.
+# Before timing: tisim's rollout equals MuJoCo's to 1e-9 and, at batch 1, its dL/du the chained differences to 1e-5 of
+# its largest entry; MJX's loss equals tisim's to 1e-9 and its dL/du to 1e-6; Newton, in float32, to 1e-3 (its
+# gradient on the ant to 0.1: the floorless ant falls 120 m, and float32 world positions lose the digits).
+# Times: the median of --repeats calls after one untimed call (first calls compile: reported apart).
+# MJX needs MuJoCo 3 and Newton its own Warp, so each runs in a virtual environment of its own, made by
+# benchmarks/peer_venvs.sh (.venv-mjx, .venv-newton; the workers peers_articulation_mjx.py and _newton.py); a peer
+# whose environment is missing gets a row that says so.
 #
+#     bash benchmarks/peer_venvs.sh     # once
 #     TI_SKIP_VERSION_CHECK=ON TI_OFFLINE_CACHE_FILE_PATH=.cache/taichi .venv/bin/python \
-#         benchmarks/peers_articulation.py [--workloads chain7,ant] [--repeats 10] [--out out]
+#         benchmarks/peers_articulation.py [--workloads chain7,ant] [--peers mjx,newton] [--repeats 10] [--out out]
 #     -> prints a markdown table and writes out/peers_articulation.json (date, command, machine, rows)
 import argparse
 import datetime
@@ -24,7 +36,9 @@ import json
 import os
 import pathlib
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -52,13 +66,20 @@ CHAIN = """<mujoco model="chain7">
 T = 500
 
 
+def source(name):
+    """A workload's MJCF: its text (chain7) or its file's path (ant)."""
+    if name == "chain7":
+        return CHAIN
+    import gymnasium
+    return os.path.join(os.path.dirname(gymnasium.__file__), "envs", "mujoco", "assets", "ant.xml")
+
+
 def workload(name):
     """(MuJoCo model with contacts and limits off, tisim tree) of a workload."""
     import mujoco
     if name == "chain7":
         return mujoco.MjModel.from_xml_string(CHAIN), load_mjcf(CHAIN)
-    import gymnasium
-    path = os.path.join(os.path.dirname(gymnasium.__file__), "envs", "mujoco", "assets", "ant.xml")
+    path = source(name)
     model = mujoco.MjModel.from_xml_path(path)
     model.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT | mujoco.mjtDisableBit.mjDSBL_LIMIT
     model.opt.integrator = 0  # Euler: MuJoCo's differences do not take RK4
@@ -133,7 +154,42 @@ def quaternion_product(a, b):
                      aw * by - ax * bz + ay * bw + az * bx, aw * bz + ax * by - ay * bx + az * bw])
 
 
-def run(name, batch, repeats):
+PEERS = {"mjx": (".venv-mjx", "peers_articulation_mjx.py"), "newton": (".venv-newton", "peers_articulation_newton.py")}
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def peer(kind, name, model, qpos, qvel, actions, repeats):
+    """Run a peer's worker in its own environment on the problem; its record (loss, grad, times), or None with the
+    reason when its environment is missing or it fails."""
+    python = ROOT / PEERS[kind][0] / "bin" / "python"
+    if not python.exists():
+        return None, f"no {PEERS[kind][0]}: make it with bash benchmarks/peer_venvs.sh"
+    with tempfile.TemporaryDirectory() as folder:
+        inputs, outputs = os.path.join(folder, "in.npz"), os.path.join(folder, "out.json")
+        np.savez(inputs, xml=np.array(source(name)), disable_contacts_limits=np.array(name == "ant"),
+                 integrator=np.array("euler"), qpos=qpos, qvel=qvel, actions=actions,
+                 dt=np.array(model.opt.timestep), repeats=np.array(repeats))
+        done = subprocess.run([str(python), str(ROOT / "benchmarks" / PEERS[kind][1]), inputs, outputs],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            return None, f"{kind} failed: " + done.stderr.strip().splitlines()[-1]
+        with open(outputs) as f:
+            return json.load(f), None
+
+
+def peer_agreement(name, kind, record, losses, grad):
+    """A peer's loss and dL/du against tisim's (relative), asserted to its precision's bounds."""
+    theirs = np.asarray(record["loss"])
+    loss_gap = float(np.abs(theirs - losses).max() / np.abs(losses).max())
+    g = np.asarray(record["grad" if kind == "mjx" else "grad_actions"])
+    grad_gap = float(np.abs(g - grad).max() / np.abs(grad).max())
+    loss_bound, grad_bound = (1e-9, 1e-6) if kind == "mjx" else (1e-3, 0.1 if name == "ant" else 1e-3)
+    assert loss_gap < loss_bound, f"{name}: {kind}'s loss is {loss_gap:.2e} from tisim's"
+    assert grad_gap < grad_bound, f"{name}: {kind}'s dL/du is {grad_gap:.2e} from tisim's"
+    return loss_gap, grad_gap
+
+
+def run(name, batch, repeats, peers=()):
     import mujoco
     import mujoco.rollout
     model, tree = workload(name)
@@ -169,6 +225,18 @@ def run(name, batch, repeats):
         row["gradient_agreement"] = gap
         row["mujoco_fd_gradient_s"] = median_time(lambda: mujoco_gradient(model, qpos[0], qvel[0], actions[0]),
                                                   max(1, repeats // 5))
+    losses = np.asarray(sim.evaluate(loss))
+    for kind in peers:
+        record, reason = peer(kind, name, model, qpos, qvel, actions, repeats)
+        if record is None:
+            row[f"{kind}_missing"] = reason
+            continue
+        row[f"{kind}_loss_agreement"], row[f"{kind}_gradient_agreement"] = peer_agreement(name, kind, record, losses,
+                                                                                      g.actions)
+        row[f"{kind}_versions"] = record["versions"]
+        row[f"{kind}_forward_s"], row[f"{kind}_gradient_s"] = record["forward_s"], record["gradient_s"]
+        row[f"{kind}_first_s"] = (record["compile_forward_s"] + record["compile_gradient_s"] if kind == "mjx" else
+                                  record["setup_s"] + record["first_forward_s"] + record["first_gradient_s"])
     return row
 
 
@@ -176,6 +244,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description="tisim's Articulation against MuJoCo's C engine: rollouts and "
                                                  "gradients of the same models.")
     parser.add_argument("--workloads", default="chain7,ant")
+    parser.add_argument("--peers", default="mjx,newton", help="peers besides MuJoCo's C engine: mjx, newton")
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--out", default="out")
     args = parser.parse_args(argv)
@@ -183,16 +252,19 @@ def main(argv=None):
     rows = []
     for name in args.workloads.split(","):
         for batch in ((1, 256) if name == "chain7" else (1,)):
-            row = run(name, batch, args.repeats)
+            row = run(name, batch, args.repeats, [p for p in args.peers.split(",") if p])
             rows.append(row)
             print(json.dumps(row))
-    print("\n| workload | batch | tisim forward | MuJoCo forward | tisim gradient | MuJoCo FD gradient | "
-          "gradient / FD |\n|---|---|---|---|---|---|---|")
+    print("\n| workload | batch | tisim forward | MuJoCo forward | MJX forward | Newton forward | tisim gradient | "
+          "MJX gradient | Newton gradient | MuJoCo FD gradient |\n|---|---|---|---|---|---|---|---|---|---|")
+
+    def ms(r, key):
+        return f"{1e3 * r[key]:.2f} ms" if key in r else "-"
     for r in rows:
-        fd = r.get("mujoco_fd_gradient_s")
-        print(f"| {r['workload']} ({r['dofs']} dofs) | {r['batch']} | {1e3 * r['tisim_forward_s']:.2f} ms | "
-              f"{1e3 * r['mujoco_forward_s']:.2f} ms | {1e3 * r['tisim_gradient_s']:.2f} ms | "
-              + (f"{1e3 * fd:.0f} ms | {fd / r['tisim_gradient_s']:.0f}x |" if fd else "- | - |"))
+        print(f"| {r['workload']} ({r['dofs']} dofs) | {r['batch']} | {ms(r, 'tisim_forward_s')} | "
+              f"{ms(r, 'mujoco_forward_s')} | {ms(r, 'mjx_forward_s')} | {ms(r, 'newton_forward_s')} | "
+              f"{ms(r, 'tisim_gradient_s')} | {ms(r, 'mjx_gradient_s')} | {ms(r, 'newton_gradient_s')} | "
+              f"{ms(r, 'mujoco_fd_gradient_s')} |")
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     record = dict(date=datetime.date.today().isoformat(), what="tisim's Articulation against MuJoCo's C engine",
