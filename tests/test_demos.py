@@ -428,9 +428,8 @@ def test_reach_brings_the_fingertip_to_every_target(reach, tmp_path):
 
 @pytest.mark.stress
 def test_the_ant_learns_to_move_forward(tmp_path):
-    """The ant demo's short run (5 iterations, 2 seeds; compiling the ant's step and its reverse takes about ten
-    minutes, hence make stress): every best gait is finite and at least as far as its first, one moves forward, and
-    the figures are written."""
+    """The ant demo's short run (5 iterations, 5 seeds; compiling the ant's step and its reverse takes ten to fifteen
+    minutes, hence make stress): every best gait is finite, one moves forward, and the figures are written."""
     pytest.importorskip("mujoco")
     pytest.importorskip("gymnasium")
     r = load_demo("ant_gait").main(["--out", str(tmp_path), "--short"])
