@@ -267,7 +267,8 @@ def main(argv=None):
               f"{ms(r, 'mujoco_fd_gradient_s')} |")
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    record = dict(date=datetime.date.today().isoformat(), what="tisim's Articulation against MuJoCo's C engine",
+    record = dict(date=datetime.date.today().isoformat(),
+                  what="tisim's Articulation against MuJoCo's C engine, MJX and Newton's Featherstone solver",
                   command="python " + " ".join(sys.argv), machine=describe(),
                   software=dict(tisim="0.1.0", mujoco=__import__("mujoco").__version__), rows=rows)
     (out / "peers_articulation.json").write_text(json.dumps(record, indent=1) + "\n")
