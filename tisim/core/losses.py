@@ -193,7 +193,9 @@ class TerminalSum(Loss):
 
 
 class Effort(Loss):
-    """w sum_t |a[t]|^2: the action effort (w = 1 by default; scale with ``0.01 * Effort()``)."""
+    """w sum_t |a[t]|^2: the action effort (w = 1 by default; scale with ``0.01 * Effort()``). a is the actions the
+    simulator is given (``set_actions``): on a closed-loop simulator (tisim.policy) the feed-forward input u, not the
+    policy's output, which no loss reads."""
 
     def __repr__(self):
         return "Effort()"

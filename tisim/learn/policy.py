@@ -12,7 +12,8 @@ The closed-loop system is the open-loop one with its action replaced, in every s
 where phi lists the state's entries in the order the system declares them, each entry named in ``angles`` replaced by
 its sine and cosine (an angle's observation is periodic), and N is a ``tisim.nn.MLP`` (tanh hidden layers, linear
 output, one output per action entry). The open-loop actions u stay an input (zero by default): a feed-forward term
-whose gradient the backward pass still gives. The network's weights and the normalization are parameters of the
+whose gradient the backward pass still gives. The built-in losses read u, not pi(o): ``Effort()`` charges the
+feed-forward term only. The network's weights and the normalization are parameters of the
 closed-loop system:
 
     w_policy    (n_policy,)         the weights, in tisim.nn's layout
