@@ -25,29 +25,21 @@
 # Command: python demos/ant_gait.py [--out out] [--iterations 150] [--seeds 5] [--short]
 import argparse
 import json
-import os
 import pathlib
 import time
 
 import numpy as np
 
 import tisim
+from tisim.envs.walk import ant_tree
 from tisim.gui import picture_or_reason
 from tisim.optim import Adam, minimize
-from tisim.systems.articulation import Articulation, load_mjcf
+from tisim.systems.articulation import Articulation
 
-WALK, DT, LAST = 1000, 0.002, 50  # steps walked, s, steps of the last 0.1 s
+WALK, LAST = 1000, 50  # steps walked (2 s at the tree's 2 ms), steps of the last 0.1 s
 FREQUENCY, HARMONICS, AMPLITUDE, LEARNING_RATE = 2.0, 2, 0.3, 0.02
 STANCE, KEEP_LOW = 0.55, 5.0  # [m] the torso's height standing; the weight [1/m^2] of its mean squared rise from it
 KEEP_LEVEL = 20.0  # the weight of the mean square of the torso's quaternion's x and y parts (sin^2 of half its tilt)
-
-
-def ant():
-    """Gymnasium's ant with its floor and limits, stepped by Euler at 2 ms."""
-    import gymnasium
-    tree = load_mjcf(os.path.join(os.path.dirname(gymnasium.__file__), "envs", "mujoco", "assets", "ant.xml"))
-    tree.integrator, tree.timestep = "euler", DT
-    return tree
 
 
 def pattern_basis(T, dt):
@@ -60,7 +52,7 @@ def pattern_basis(T, dt):
 def learn(iterations, seeds, report=print):
     """Optimize one gait per seed side by side; returns the simulator, each seed's best motor commands (seeds, T, 8),
     the distance the first and the best gaits walk [m] and the per-iteration distances."""
-    tree = ant()
+    tree = ant_tree()
     sim = Articulation(horizon=WALK, batch=seeds, tree=tree)
     basis = pattern_basis(sim.T, sim.dt)
     weights = np.zeros(sim.n_coordinates)
