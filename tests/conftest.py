@@ -71,11 +71,11 @@ def pytest_configure(config):
 # so the longest files go first and the short ones fill the end, and both workers finish together (longest first:
 # Graham's rule for scheduling). Approximate seconds on a cold kernel cache, 2 cores; files not listed follow in
 # their usual order. Only the schedule depends on this list, never a result.
-LONGEST_FIRST = ("test_mpm_gradients.py", "test_demos.py", "test_docs.py", "test_contract.py", "test_gui.py",
-                 "test_threads.py", "test_complementarity.py", "test_mpm.py", "test_nn.py", "test_surface.py",
-                 "test_policy_training.py", "test_articulation_quaternions.py", "test_sweep.py", "test_scene.py",
-                 "test_mass_spring.py", "test_mass_spring_3d.py", "test_articulation.py", "test_billiards.py",
-                 "test_tape.py", "test_memory.py")
+LONGEST_FIRST = ("test_mpm_gradients.py", "test_articulation_contact.py", "test_demos.py", "test_docs.py",
+                 "test_contract.py", "test_gui.py", "test_threads.py", "test_complementarity.py", "test_mpm.py",
+                 "test_nn.py", "test_surface.py", "test_policy_training.py", "test_articulation_quaternions.py",
+                 "test_sweep.py", "test_scene.py", "test_mass_spring.py", "test_mass_spring_3d.py",
+                 "test_articulation.py", "test_billiards.py", "test_tape.py", "test_memory.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -8,6 +8,8 @@ import pytest
 import tisim
 from tisim.systems.articulation import Articulation, Builder, load_mjcf
 from tisim.systems.articulation import dynamics as dy
+from tisim.systems.articulation.algebra import quat_matrix
+from tisim.systems.articulation.contact_geometry import box_box_points, capsule_box_points
 from tisim.systems.articulation.kinematics import body_poses
 from tisim.systems.articulation.tree import reference_coordinates
 
@@ -184,18 +186,179 @@ def test_a_sphere_rests_on_a_box_where_the_penalty_carries_its_weight():
     assert np.abs(traj["qd"][0, -1]).max() < 1e-6
 
 
+def point_box_distance(local, half_widths):
+    return float(np.linalg.norm(np.maximum(np.abs(local) - half_widths, 0.0)))
+
+
+def segment_box_distance(a, b, half_widths):
+    """The distance of the segment from a to b (box coordinates) from a box, by an independent search: the point
+    distance is convex along the segment, so the best of a fine sampling, refined by ternary search."""
+    s = np.linspace(0.0, 1.0, 4001)
+    d = np.linalg.norm(np.maximum(np.abs(a + s[:, None] * (b - a)) - half_widths, 0.0), axis=1)
+    i = int(np.argmin(d))
+    low, high = s[max(i - 1, 0)], s[min(i + 1, len(s) - 1)]
+    for _ in range(100):
+        m1, m2 = low + (high - low) / 3, high - (high - low) / 3
+        if point_box_distance(a + m1 * (b - a), half_widths) <= point_box_distance(a + m2 * (b - a), half_widths):
+            high = m2
+        else:
+            low = m1
+    return min(point_box_distance(a + low * (b - a), half_widths), float(d[i]))
+
+
+def test_a_capsule_presses_into_a_box_as_deep_as_its_axis_comes_near():
+    """At 2,000 random poses of a capsule near a turned box (its axis outside the box), the deepest of the contact
+    points is the radius less the axis' distance from the box, found by an independent search, to 1e-12 m; the
+    normal there points from the box to the axis. A capsule lying on a face touches at its two ends; one lying
+    across the box, level, at the two points above the edges it crosses; one hanging over an edge, at its end on
+    the face and above the edge; tilted by 1 mrad either way across the box, the two points' forces change by
+    that much and no more (no point comes or goes)."""
+    identity = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
+
+    def points(start, end, radius, half_widths, rotation=identity, centre=(0.0, 0.0, 0.0)):
+        axis = tuple(np.subtract(end, start))
+        found = capsule_box_points(tuple(start), axis, float(np.dot(axis, axis)), radius,
+                                   (tuple(centre), rotation, tuple(half_widths)), dy.NUMPY)
+        return [(np.array(n, dtype=float), np.array(y, dtype=float), float(d)) for n, y, d in found]
+
+    rng = np.random.default_rng(0)
+    checked = 0
+    while checked < 2000:
+        h, radius = rng.uniform(0.05, 0.4, 3), rng.uniform(0.02, 0.2)
+        quat = rng.normal(size=4)
+        turn = np.array(quat_matrix(quat))
+        a = rng.uniform(-0.8, 0.8, 3)
+        b = a + 0.4 * rng.normal(size=3)
+        distance = segment_box_distance(a, b, h)
+        if distance < 1e-6:
+            continue
+        centre = 0.1 * rng.normal(size=3)
+        found = points(turn @ a + centre, turn @ b + centre, radius, h, tuple(map(tuple, turn)), centre)
+        n, y, depth = max(found, key=lambda point: point[2])
+        assert depth == pytest.approx(radius - distance, abs=1e-12)
+        near = turn.T @ (y - centre) + (radius - depth / 2) * (turn.T @ n)  # back on the axis
+        assert point_box_distance(near, h) == pytest.approx(distance, abs=1e-9)
+        checked += 1
+
+    h, r, sink = np.array([0.1, 0.3, 0.2]), 0.05, 0.001
+    top = 0.2 + r - sink
+
+    def touching(centre, half_length, tilt=0.0):
+        d = np.array([np.cos(tilt), 0.0, np.sin(tilt)])
+        return [(n, y, depth) for n, y, depth in points(centre - half_length * d, centre + half_length * d, r, h)
+                if depth > 0]
+
+    on_face = touching(np.array([0.0, 0.1, top]), 0.05)
+    np.testing.assert_allclose(sorted(y[0] for _, y, _ in on_face), [-0.05, 0.05], atol=1e-15)
+    across = touching(np.array([0.02, 0.1, top]), 0.4)
+    np.testing.assert_allclose(sorted(y[0] for _, y, _ in across), [-0.1, 0.1], atol=1e-15)
+    over = touching(np.array([0.12, 0.1, top]), 0.05)
+    np.testing.assert_allclose(sorted(y[0] for _, y, _ in over), [0.07, 0.1], atol=1e-15)
+    for found in (on_face, across, over):
+        for n, y, depth in found:
+            np.testing.assert_allclose(n, [0, 0, 1], atol=1e-15)
+            assert depth == pytest.approx(sink, abs=1e-14) and y[2] == pytest.approx(0.2 - sink / 2, abs=1e-14)
+    for tilt in (-1e-3, 1e-3):  # the lower crossing tips over its edge: its depth is the distance to the edge's
+        tilted = sorted(touching(np.array([0.02, 0.1, top]), 0.4, tilt), key=lambda point: point[1][0])
+        assert len(tilted) == 2
+        for (_, _, depth), side in zip(tilted, (-0.1, 0.1)):
+            height = top - 0.2 + (side - 0.02) * np.tan(tilt)  # of the axis above the edge
+            lower = (side - 0.02) * tilt < 0
+            assert depth == pytest.approx(r - height * (np.cos(tilt) if lower else 1.0), abs=1e-14)
+
+
+def test_two_boxes_touch_at_the_points_mujoco_finds():
+    """At 300 poses of two boxes of random sizes pressed 2 mm into each other along a random direction (100 turned
+    at random, 100 within 0.05 rad of each other's axes, 100 on each other's axes), the points where they touch are
+    those of MuJoCo's own box-box collision (an independent implementation): as many (one to four), at the same
+    places to 1e-9 m (the faces are clipped with a 1e-12 m margin), as deep to 1e-12 m, along the same normal to
+    1e-14."""
+    mujoco = pytest.importorskip("mujoco")
+    xml = ('<mujoco><worldbody><body><freejoint/><geom type="box" size="{}"/></body>'
+           '<body><freejoint/><geom type="box" size="{}"/></body></worldbody></mujoco>')
+    identity = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
+    rng = np.random.default_rng(0)
+    counts = set()
+    for trial in range(300):
+        h_a, h_b = rng.uniform(0.05, 0.3, 3), rng.uniform(0.05, 0.3, 3)
+        m = mujoco.MjModel.from_xml_string(xml.format(" ".join(map(str, h_a)), " ".join(map(str, h_b))))
+        d = mujoco.MjData(m)
+        axis, direction = rng.normal(size=3), rng.normal(size=3)
+        angle = rng.uniform(0.0, (np.pi, 0.05, 0.0)[trial // 100])
+        quat = np.r_[np.cos(angle / 2), np.sin(angle / 2) * axis / np.linalg.norm(axis)]
+        direction /= np.linalg.norm(direction)
+
+        def mujocos(distance):
+            d.qpos[:] = np.r_[distance * direction, quat, 0, 0, 0, 1, 0, 0, 0]
+            mujoco.mj_forward(m, d)
+            return [(d.contact.pos[i].copy(), -d.contact.dist[i], -d.contact.frame[i][:3]) for i in range(d.ncon)]
+        low, high = 0.0, 1.5  # where MuJoCo's deepest point is 2 mm deep
+        for _ in range(60):
+            middle = 0.5 * (low + high)
+            deep = max([depth for _, depth, _ in mujocos(middle)], default=-1.0) > 0.002
+            low, high = (middle, high) if deep else (low, middle)
+        theirs = mujocos(low)
+        first = (tuple(low * direction), tuple(map(tuple, quat_matrix(quat))), tuple(h_a))
+        ours = [(np.array(n, dtype=float), np.array(y, dtype=float), float(depth))
+                for n, y, depth in box_box_points(first, ((0.0, 0.0, 0.0), identity, tuple(h_b)), dy.NUMPY)
+                if depth > 0]
+        assert len(ours) == len(theirs), trial
+        counts.add(len(ours))
+        for n, y, depth in ours:
+            at, their_depth, normal = min(theirs, key=lambda contact: np.linalg.norm(contact[0] - y))
+            np.testing.assert_allclose(y, at, rtol=0, atol=1e-9)
+            assert depth == pytest.approx(their_depth, abs=1e-12)
+            np.testing.assert_allclose(n, normal, rtol=0, atol=1e-14)
+    assert counts == {1, 2, 3, 4}
+
+
+def test_a_capsule_and_a_box_rest_across_a_narrow_box_where_the_penalty_carries_their_weight():
+    """A free capsule and a free box of 2 kg, dropped from 1 cm across a narrow box each (their ends overhanging),
+    come to rest level, neither turned nor slid, sunk by m g / (n k): the capsule on the two points where it
+    crosses the edges, the box on the four corners of the overlap. (Resting on a face, on its ends or corners, is
+    the geometry the tests above check.)"""
+    b = Builder("across_boxes", timestep=0.001, integrator="euler")
+    rests = []
+    for x, shape in enumerate(("capsule", "box")):
+        support = b.box(b.body(0, pos=(x, 0.0, 0.5)), (0.05, 0.3, 0.1), friction=0.3)
+        # inertias that the explicit friction step keeps stable: dt mu g (1 + m r^2 / I) / eps below 2
+        body = b.body(0, pos=(x, -0.02, 0.66), mass=2.0, inertia=(0.05, 0.05, 0.05))
+        b.free(body)
+        if shape == "capsule":
+            b.pair(b.capsule(body, 0.05, 0.3, quat=(np.sqrt(0.5), 0, np.sqrt(0.5), 0), friction=0.3), support)
+        else:
+            b.pair(b.box(body, (0.3, 0.1, 0.05), friction=0.3), support)
+        rests.append((x, 2 if shape == "capsule" else 4))
+    sim = Articulation(horizon=1500, tree=b.build())
+    k = sim.params["contact_stiffness"][0]
+    traj = sim.rollout()
+    for body, (x, points) in enumerate(rests):  # the capsule's radius and the box's half-height: 0.05
+        q = traj["q"][0, -1, 7 * body:7 * body + 7]
+        np.testing.assert_allclose(q[:3], [x, -0.02, 0.65 - 2.0 * G / (points * k)], rtol=0, atol=1e-9)
+        np.testing.assert_allclose(q[3:], [1, 0, 0, 0], atol=1e-9)
+    assert np.abs(traj["qd"][0, -1]).max() < 1e-6
+
+
 def colliding(friction, shapes="sphere-capsule"):
-    """A free sphere and a free capsule or box (each frame at its body's centre of mass), the second turned off the
-    axes, thrown at each other off centre and spinning, with no gravity."""
+    """A free sphere or capsule and a free capsule or box (each frame at its body's centre of mass), turned off the
+    axes, thrown at each other off centre and spinning, with no gravity. The first's friction is 3/4 of the
+    second's: the pair takes the larger, which has a derivative only where the two differ."""
     b = Builder("colliding", gravity=(0, 0, 0), timestep=0.0005, integrator="rk4")
     a = b.body(0, pos=(-0.3, 0, 0), mass=1.0, inertia=(0.004, 0.005, 0.006))
     b.free(a)
     c = b.body(0, pos=(0.3, 0.05, 0.02), mass=2.0, inertia=(0.01, 0.02, 0.03))
     b.free(c)
     turned = (0.9, 0.3, 0.2, 0.1)
-    other = b.capsule(c, 0.05, 0.2, quat=turned, friction=friction) if shapes == "sphere-capsule" else \
+    first, second = shapes.split("-")
+    other = b.capsule(c, 0.05, 0.2, quat=turned, friction=friction) if second == "capsule" else \
         b.box(c, (0.05, 0.2, 0.04), quat=turned, friction=friction)
-    b.pair(b.sphere(a, 0.1, friction=friction), other)
+    if first == "sphere":
+        one = b.sphere(a, 0.1, friction=0.75 * friction)
+    elif first == "capsule":
+        one = b.capsule(a, 0.08, 0.1, quat=(0.8, 0.0, 0.6, 0.0), friction=0.75 * friction)
+    else:
+        one = b.box(a, (0.08, 0.06, 0.1), quat=(0.8, 0.0, 0.6, 0.0), friction=0.75 * friction)
+    b.pair(one, other)
     return b.build()
 
 
@@ -217,15 +380,20 @@ def momenta(tree, q, qd):
 
 
 @pytest.mark.parametrize("friction", [0.0, 0.8])
-@pytest.mark.parametrize("shapes", ["sphere-capsule", "sphere-box"])
+@pytest.mark.parametrize("shapes", ["sphere-capsule", "sphere-box", "capsule-box", "box-box"])
 def test_two_bodies_in_contact_keep_their_momentum(shapes, friction):
-    """A sphere strikes a capsule or a box off centre (semi-implicit Euler, 0.6 s). The contact forces are equal and
-    opposite at one point: the linear momentum, linear in the velocities (each frame at its body's centre of mass),
-    stays what it was to round-off; the angular momentum about the origin drifts only by the step's first-order
-    error, halving when the step halves (measured: 2.5e-4 to 3.5e-4 of itself at 0.5 ms, ratio 2.00); frictionless
-    and undamped, the kinetic energy after the impact is what it was before to the step's error (measured: 4e-4 and
-    8e-5 at 0.5 ms, 3.5 to 5 times less at 0.25 ms). A force applied off the line, or not equal and opposite, would
-    leave a drift that no step removes."""
+    """A sphere strikes a capsule or a box, a capsule a box, a box a box, off centre (semi-implicit Euler, 0.6 s).
+    The contact forces are equal and opposite at each point: the linear momentum, linear in the velocities (each
+    frame at its body's centre of mass), stays what it was to round-off; the angular momentum about the origin
+    drifts only by the step's first-order error, halving when the step halves (measured: 2.5e-4 to 1.6e-3 of itself
+    at 0.5 ms, ratio 2.00; two boxes, whose points come and go as faces and edges take over, 2.08 and 2.18).
+    Frictionless and undamped, the kinetic energy after the impact is what it was before to the step's error
+    (measured: 4e-4 and 8e-5 at 0.5 ms, 3.5 to 5 times less at 0.25 ms; a capsule's points over a box's face slide
+    along it as it turns, and its error falls more slowly: 2.3e-4, 1.5e-4, 9e-5 at 0.5, 0.25, 0.125 ms). Two boxes
+    do not keep it: this impact sinks them 18 mm into each other, where the direction they overlap least along
+    hovers at the 5% that separates an edge's from a face's, and the force jumps between one point and four as it
+    crosses (7.8% of the energy gained at 0.5 ms, 6.7% at 0.125 ms). A force applied off the line, or not equal and
+    opposite, would leave a drift that no step removes."""
     tree = colliding(friction, shapes)
     tree.integrator = "euler"  # the gradient test's step: one compile for both
     q0 = reference_coordinates(tree)
@@ -245,14 +413,20 @@ def test_two_bodies_in_contact_keep_their_momentum(shapes, friction):
         gap = np.linalg.norm(traj["q"][0, :, :3] - traj["q"][0, :, 7:10], axis=1)
         assert np.abs(traj["qd"][0, -1, :3] - qd0[:3]).max() > 1.0  # the sphere was struck
         assert gap[-1] > gap[-100] + 0.005  # and the two part
-    assert drift[0] < 1e-3 and drift[0] / drift[1] == pytest.approx(2.0, rel=0.02), drift
-    if friction == 0.0:
-        assert heat[0] < 1e-3 and heat[0] / heat[1] > 3.0, heat
+    assert drift[0] < 2e-3, drift
+    if shapes == "box-box":
+        assert 1.9 < drift[0] / drift[1] < 2.3, drift
     else:
+        assert drift[0] / drift[1] == pytest.approx(2.0, rel=0.02), drift
+    if friction == 0.0 and shapes == "capsule-box":  # its points over a face slide along it: slower, still down
+        assert heat[0] < 1e-3 and heat[0] / heat[1] > 1.3, heat
+    elif friction == 0.0 and shapes != "box-box":
+        assert heat[0] < 1e-3 and heat[0] / heat[1] > 3.0, heat
+    elif friction > 0.0:
         assert energy < 0.5 * energy0
 
 
-@pytest.mark.parametrize("shapes", ["sphere-capsule", "sphere-box"])
+@pytest.mark.parametrize("shapes", ["sphere-capsule", "sphere-box", "capsule-box", "box-box"])
 def test_touching_bodies_step_as_numpy_does_and_their_gradients_are_right(shapes):
     """Two colliding bodies with friction and a soft law: the Taichi rollout equals the numpy step, and every
     gradient group matches Richardson-extrapolated float64 central differences."""
@@ -261,7 +435,7 @@ def test_touching_bodies_step_as_numpy_does_and_their_gradients_are_right(shapes
     sim = Articulation(horizon=40, tree=tree)
     sim.set_params(contact_softness=0.002)
     q0 = reference_coordinates(tree)
-    q0[0] = q0[7] - 0.26  # pressed together from the start
+    q0[0] = q0[7] - {"capsule-box": 0.22, "box-box": 0.17}.get(shapes, 0.26)  # pressed together from the start
     qd0 = np.r_[0.5, 0.1, 0.05, 0.1, -0.2, 3.0, -0.5, 0.02, 0.01, 1.0, -2.0, 0.5]
     sim.set_initial_state(q=q0, qd=qd0)
     traj = sim.rollout()
@@ -308,13 +482,12 @@ def test_contacts_other_than_those_simulated_are_refused_by_name():
            '<body name="a" pos="0 0 1"><freejoint/><geom name="ga" type="{first}" size="0.1 0.1 0.1"/></body>'
            '<body name="b" pos="0 0 2"><freejoint/><geom name="gb" type="{kind}" size="0.1 0.1 0.1"/></body>'
            '</worldbody></mujoco>')
-    for first, kind in (("capsule", "box"), ("box", "box")):
-        with pytest.raises(ValueError, match="geom 'ga' with geom 'gb': could collide: only a sphere, capsule or "
-                                             "box touching a plane of the world, two spheres or capsules touching, "
-                                             "and a sphere touching a box"):
+    for first, kind in (("cylinder", "box"), ("box", "ellipsoid")):
+        with pytest.raises(ValueError, match="geom 'ga' with geom 'gb': could collide: only spheres, capsules and "
+                                             "boxes touching each other or a plane of the world are simulated"):
             load_mjcf(xml.format(first=first, kind=kind))
-    for kind in ("capsule", "box"):
-        tree = load_mjcf(xml.format(first="sphere", kind=kind))
+    for first, kind in (("sphere", "capsule"), ("sphere", "box"), ("capsule", "box"), ("box", "box")):
+        tree = load_mjcf(xml.format(first=first, kind=kind))
         assert [[tree.geom_names[g] for g in pair] for pair in tree.contact_pairs] == [
             ["floor", "ga"], ["floor", "gb"], ["ga", "gb"]]
     with pytest.raises(ValueError, match="geom 'floor' with geom 'gb'"):

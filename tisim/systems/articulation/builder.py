@@ -233,8 +233,8 @@ class Builder:
         return self._geom(BOX, body, half_widths, pos, quat, friction, contact, name)
 
     def pair(self, a, b):
-        """Let geoms a and b touch: two spheres or capsules, or a sphere and a box, added with contact=True, of
-        different bodies. (Each sphere, capsule and box touches every plane by itself.)"""
+        """Let geoms a and b touch: two spheres, capsules or boxes added with contact=True, of different bodies.
+        (Each sphere, capsule and box touches every plane by itself.)"""
         for g in (a, b):
             if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or not 0 <= g < len(self._geoms):
                 raise ValueError(f"Builder '{self.name}': pair: a and b must be geoms added before (0 to "
@@ -243,10 +243,6 @@ class Builder:
                 raise ValueError(f"Builder '{self.name}': pair: geom {g} is a {self._geoms[g]['type']}"
                                  f"{'' if self._geoms[g]['contact'] else ' added with contact=False'}; only spheres, "
                                  "capsules and boxes that make contact touch each other")
-        kinds = {self._geoms[a]["type"], self._geoms[b]["type"]}
-        if BOX in kinds and kinds != {BOX, SPHERE}:
-            raise ValueError(f"Builder '{self.name}': pair: geoms {a} and {b} are a {self._geoms[a]['type']} and a "
-                             f"{self._geoms[b]['type']}: a box touches a sphere (and planes) only")
         if self._geoms[a]["body"] == self._geoms[b]["body"]:
             raise ValueError(f"Builder '{self.name}': pair: geoms {a} and {b} are on the same body "
                              f"({self._body_label(self._geoms[a]['body'])}); they cannot touch")

@@ -7,18 +7,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tisim.systems.articulation.algebra import (
-    add,
-    bind,
-    cross,
-    dot,
-    matmul,
-    matvec,
-    mul,
-    quat_matrix,
-    scale,
-    sub,
-    total,
+from tisim.systems.articulation.algebra import add, bind, cross, dot, matvec, quat_matrix, scale, sub
+from tisim.systems.articulation.contact_geometry import (
+    box_box_points,
+    box_distance,
+    box_in_world,
+    capsule_box_points,
+    closest_points,
+    in_box,
 )
 from tisim.systems.articulation.tree import BOX, CAPSULE, PLANE, SPHERE
 
@@ -98,30 +94,6 @@ def touches(tree):
     return tuple(out)
 
 
-def closest_points(start_a, axis_a, start_b, axis_b, lengths, ops):
-    """The points of two segments (start + s axis, s in [0, 1]; axis None: the point start) nearest each other,
-    `lengths` the squared lengths of the axes: each parameter minimizes the distance given the other's, clamped to
-    the segment (the first's unclamped, the second's from it, then the first's again), which for this convex
-    quadratic on a square is the nearest pair."""
-    r = sub(start_a, start_b)
-    s = t = 0.0
-    a, e = lengths
-    if axis_a is not None and axis_b is not None:
-        b = ops.bind(dot(axis_a, axis_b))
-        c, f = ops.bind(dot(axis_a, r)), ops.bind(dot(axis_b, r))
-        across = ops.max(a * e - b * b, 1e-12 * a * e)  # parallel axes: any pair along the overlap is nearest
-        s = ops.bind(ops.clamp((b * f - c * e) / across, 0.0, 1.0))
-        t = ops.bind(ops.clamp((b * s + f) / e, 0.0, 1.0))
-        s = ops.bind(ops.clamp((b * t - c) / a, 0.0, 1.0))
-    elif axis_b is not None:
-        t = ops.bind(ops.clamp(dot(axis_b, r) / e, 0.0, 1.0))
-    elif axis_a is not None:
-        s = ops.bind(ops.clamp(-dot(axis_a, r) / a, 0.0, 1.0))
-    on_a = start_a if axis_a is None else add(start_a, scale(s, axis_a))
-    on_b = start_b if axis_b is None else add(start_b, scale(t, axis_b))
-    return bind(ops, on_a), bind(ops, on_b)
-
-
 def touch_force(touch, p, R, x, velocity, ops):
     """The spatial force (y x f, f) body_b exerts on body_a where their shapes touch (body_a exerts its negative):
     the laws of contact_force along the line between the cores' nearest points, from body_b's towards body_a's,
@@ -170,41 +142,121 @@ def box_touches(tree):
     return tuple(out)
 
 
-def box_distance(local, half_widths, ops):
-    """(signed distance, outward unit normal) of a point `local` (in the box's frame) from a box of half_widths
-    about its centre: outside, the distance to the nearest point of the box; inside, minus the distance to the
-    nearest face, the normal that face's."""
-    sign = [ops.select(c >= 0.0, 1.0, -1.0) for c in local]
-    beyond = [ops.bind(ops.max(c, -c) - h) for c, h in zip(local, half_widths)]  # |c| - h: > 0 outside that slab
-    out = [ops.bind(ops.max(q, 0.0)) for q in beyond]
-    squared = ops.bind(dot(out, out))
-    outside = ops.bind(ops.sqrt(ops.max(squared, 1e-60)))
-    deepest = ops.max(beyond[0], ops.max(beyond[1], beyond[2]))
-    first = beyond[0] >= ops.max(beyond[1], beyond[2])
-    second = beyond[1] >= beyond[2]
-    face = (ops.select(first, sign[0], 0.0), ops.select(first, 0.0, ops.select(second, sign[1], 0.0)),
-            ops.select(first, 0.0, ops.select(second, 0.0, sign[2])))
-    isout = squared > 0.0
-    normal = tuple(ops.bind(ops.select(isout, s * o / outside, f)) for s, o, f in zip(sign, out, face))
-    return ops.bind(ops.select(isout, outside, deepest)), normal
-
-
 def box_touch_force(touch, p, R, x, velocity, ops):
     """The spatial force (y x f, f) the box's body exerts on the sphere's body (the box's body takes its negative):
     the laws of contact_force along the box's outward normal at the sphere's centre, at y midway between the two
     surfaces, against the slip of the sphere's body over the box's there."""
     b, box = touch.body, touch.box_body
     at = bind(ops, add(x[b], matvec(R[b], touch.point)))
-    axes = bind(ops, matmul(R[box], touch.box_rotation))  # the box's axes in the world, as columns
-    centre = add(x[box], matvec(R[box], touch.box_pos))
-    offset = sub(at, centre)
-    local = tuple(ops.bind(total(mul(axes[i][k], offset[i]) for i in range(3))) for k in range(3))
+    centre, axes, _ = box_in_world(box, touch.box_pos, touch.box_rotation, touch.half_widths, R, x, ops)
+    local = in_box(at, centre, axes, ops)
     distance, normal = box_distance(local, touch.half_widths, ops)
     n = bind(ops, matvec(axes, normal))
     depth = ops.bind(touch.radius - distance)
     y = bind(ops, sub(at, scale(0.5 * (touch.radius + distance), n)))
     slip = relative_slip(velocity, b, box, y)
     return pushed(n, y, depth, slip, ops.max(p.friction[touch.shape], p.friction[touch.box]), p, ops)
+
+
+class CapsuleBox(NamedTuple):
+    """A capsule of one body that may touch a box of another: they touch where the capsule's axis comes closer to
+    the box than its radius."""
+
+    body: int
+    start: tuple  # the axis' first end, in the capsule's body frame
+    axis: tuple  # its second end minus its first, body frame
+    radius: float
+    box_body: int
+    box_pos: tuple
+    box_rotation: tuple
+    half_widths: tuple
+    shape: int  # geom indices, for the friction
+    box: int
+
+
+def capsule_boxes(tree):
+    """The CapsuleBox of every pair in tree.contact_pairs that is a capsule and a box."""
+    out = []
+    for a, b in tree.contact_pairs:
+        if {tree.geom_type[a], tree.geom_type[b]} != {CAPSULE, BOX}:
+            continue
+        capsule, box = (a, b) if tree.geom_type[a] == CAPSULE else (b, a)
+        rotation = np.array(quat_matrix(tree.geom_quat[capsule]))
+        radius, half = (float(c) for c in tree.geom_size[capsule][:2])
+        frame = tuple(tuple(float(c) for c in row) for row in quat_matrix(tree.geom_quat[box]))
+        out.append(CapsuleBox(int(tree.geom_body[capsule]),
+                              tuple(float(c) for c in tree.geom_pos[capsule] - half * rotation[:, 2]),
+                              tuple(float(c) for c in 2.0 * half * rotation[:, 2]), radius,
+                              int(tree.geom_body[box]), tuple(float(c) for c in tree.geom_pos[box]), frame,
+                              tuple(float(c) for c in tree.geom_size[box]), int(capsule), int(box)))
+    return tuple(out)
+
+
+def capsule_box_force(touch, p, R, x, velocity, ops):
+    """The spatial force (y x f, f) the box's body exerts on the capsule's body (the box's body takes its negative):
+    the laws of contact_force at each point contact_geometry.capsule_box_points finds, summed, against the slip of
+    the capsule's body over the box's there."""
+    b = touch.body
+    start = bind(ops, add(x[b], matvec(R[b], touch.start)))
+    axis = bind(ops, matvec(R[b], touch.axis))
+    box = box_in_world(touch.box_body, touch.box_pos, touch.box_rotation, touch.half_widths, R, x, ops)
+    points = capsule_box_points(start, axis, float(np.dot(touch.axis, touch.axis)), touch.radius, box, ops)
+    mu = ops.max(p.friction[touch.shape], p.friction[touch.box])
+    return sum_pushes([pushed(n, y, depth, relative_slip(velocity, b, touch.box_body, y), mu, p, ops)
+                       for n, y, depth in points])
+
+
+class BoxBox(NamedTuple):
+    """Two boxes of different bodies that may touch: each its body, its centre and axes (columns) in that body's
+    frame, and its half-widths."""
+
+    body_a: int
+    pos_a: tuple
+    rotation_a: tuple
+    half_a: tuple
+    body_b: int
+    pos_b: tuple
+    rotation_b: tuple
+    half_b: tuple
+    shape_a: int  # geom indices, for the friction
+    shape_b: int
+
+
+def box_pairs(tree):
+    """The BoxBox of every pair in tree.contact_pairs that is two boxes (a box of the world, which does not move,
+    second)."""
+    out = []
+    for a, b in tree.contact_pairs:
+        if tree.geom_type[a] != BOX or tree.geom_type[b] != BOX:
+            continue
+        if tree.geom_body[a] == 0:
+            a, b = b, a
+        boxes = []
+        for g in (a, b):
+            boxes += [int(tree.geom_body[g]), tuple(float(c) for c in tree.geom_pos[g]),
+                      tuple(tuple(float(c) for c in row) for row in quat_matrix(tree.geom_quat[g])),
+                      tuple(float(c) for c in tree.geom_size[g])]
+        out.append(BoxBox(*boxes, int(a), int(b)))
+    return tuple(out)
+
+
+def box_box_force(pair, p, R, x, velocity, ops):
+    """The spatial force (y x f, f) the second box's body exerts on the first's (the second takes its negative):
+    the laws of contact_force at each point contact_geometry.box_box_points finds, summed, against the slip of the
+    first box's body over the second's there."""
+    first = box_in_world(pair.body_a, pair.pos_a, pair.rotation_a, pair.half_a, R, x, ops)
+    second = box_in_world(pair.body_b, pair.pos_b, pair.rotation_b, pair.half_b, R, x, ops)
+    mu = ops.max(p.friction[pair.shape_a], p.friction[pair.shape_b])
+    return sum_pushes([pushed(n, y, depth, relative_slip(velocity, pair.body_a, pair.body_b, y), mu, p, ops)
+                       for n, y, depth in box_box_points(first, second, ops)])
+
+
+def sum_pushes(pushes):
+    """The sum of spatial forces (y x f, f)."""
+    torque, force = pushes[0]
+    for t, f in pushes[1:]:
+        torque, force = add(torque, t), add(force, f)
+    return torque, force
 
 
 def contact_defaults(tree):

@@ -62,8 +62,12 @@ from tisim.systems.articulation.algebra import (
     total,
 )
 from tisim.systems.articulation.contacts import (
+    box_box_force,
+    box_pairs,
     box_touch_force,
     box_touches,
+    capsule_box_force,
+    capsule_boxes,
     contact_defaults,
     contact_force,
     contact_points,
@@ -114,6 +118,8 @@ class Structure(NamedTuple):
     contacts: tuple = ()  # Contact points (below), constants of the tree's geoms
     touches: tuple = ()  # Touch pairs of two bodies' spheres and capsules
     box_touches: tuple = ()  # BoxTouch pairs of a sphere and another body's box
+    capsule_boxes: tuple = ()  # CapsuleBox pairs of a capsule and another body's box
+    box_pairs: tuple = ()  # BoxBox pairs of two bodies' boxes
     limits: tuple = ()  # (joint, low, high) of each limited hinge and slide
 
     @property
@@ -168,6 +174,7 @@ def structure_of(tree):
         ctrllimited=tuple(bool(x) for x in tree.ctrllimited),
         ctrlrange=tuple(tuple(float(c) for c in r) for r in tree.ctrlrange), integrator=tree.integrator,
         contacts=contact_points(tree), touches=touches(tree), box_touches=box_touches(tree),
+        capsule_boxes=capsule_boxes(tree), box_pairs=box_pairs(tree),
         limits=tuple((j, float(tree.joint_range[j][0]), float(tree.joint_range[j][1]))
                      for j in np.flatnonzero(tree.limited)))
 
@@ -291,6 +298,8 @@ def bias_and_mass(st, p, q, qd, ops):
     # two bodies touching push each other apart, equally and oppositely
     pushes = [(t.body_a, t.body_b, touch_force(t, p, R, x, velocity, ops)) for t in st.touches]
     pushes += [(t.body, t.box_body, box_touch_force(t, p, R, x, velocity, ops)) for t in st.box_touches]
+    pushes += [(t.body, t.box_body, capsule_box_force(t, p, R, x, velocity, ops)) for t in st.capsule_boxes]
+    pushes += [(t.body_a, t.body_b, box_box_force(t, p, R, x, velocity, ops)) for t in st.box_pairs]
     for a, b, push in pushes:  # the world (body 0) holds whatever pushes it
         if a > 0:
             force[a] = sub_motion(force[a], push)

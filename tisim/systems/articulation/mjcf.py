@@ -5,9 +5,8 @@ MuJoCo resolves defaults, units, inertia from geoms, `fromto` and the rest; this
 model's arrays. Everything an Articulation will not simulate is refused, by name, before a Tree is returned, so a
 loaded tree means the same dynamics as the file (up to what `ignore` names):
 
-- contacts of a sphere, capsule or box with a plane on the world, of two spheres or capsules, and of a sphere with
-  a box, are simulated
-  (tisim's penalty law, not MuJoCo's soft constraints: see the Articulation); any other pair of geoms that MuJoCo
+- contacts of a sphere, capsule or box with a plane on the world and with each other are simulated (tisim's penalty
+  law, not MuJoCo's soft constraints: see the Articulation); any other pair of geoms that MuJoCo
   could collide is refused: `ignore=("body_contacts",)` drops the pairs that are not a shape on a plane (keeping
   the floor), and `ignore=("contacts",)` drops every pair (and every explicit <pair>);
 - hinge and slide limits are simulated (tisim's penalty law, not MuJoCo's soft constraints); a limited ball joint is
@@ -217,8 +216,8 @@ def _refusals(model, ignore):
         pairs = _colliding_geoms(m, flags)
         if "body_contacts" not in ignore:
             refuse([f"{geom[a]} with {geom[b]}" for a, b in pairs if _simulated(m, a, b) is None],
-                   "could collide: only a sphere, capsule or box touching a plane of the world, two spheres or "
-                   "capsules touching, and a sphere touching a box, are simulated; set "
+                   "could collide: only spheres, capsules and boxes touching each other or a plane of the world "
+                   "are simulated; set "
                    "contype/conaffinity so that these cannot touch, or pass ignore=(\"body_contacts\",) to drop "
                    "them (keeping the contacts with planes) or ignore=(\"contacts\",) to drop every contact "
                    "knowingly")
@@ -239,9 +238,9 @@ def _plane_and_shape(m, a, b):
 
 def _simulated(m, a, b):
     """The pair as the tree keeps it if geoms a and b touch in a way simulated (a plane and a shape; two spheres or
-    capsules; a sphere and a box), else None."""
+    capsules and boxes), else None."""
     kinds = {_GEOMS.get(int(m.geom_type[a])), _GEOMS.get(int(m.geom_type[b]))}
-    if kinds <= {SPHERE, CAPSULE} or kinds == {BOX, SPHERE}:
+    if kinds <= {SPHERE, CAPSULE, BOX}:
         return int(a), int(b)
     return _plane_and_shape(m, a, b)
 

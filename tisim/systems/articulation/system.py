@@ -8,7 +8,7 @@ Newton-Euler (dynamics.py, unrolled over the tree at compile time), solves for t
 integrates with the tree's integrator: MuJoCo's semi-implicit Euler, whose damping is implicit, or RK4. Without
 contacts and joint limits, a rollout is MuJoCo's mj_step to rounding (tests/test_articulation.py).
 
-Contacts (a sphere, capsule or box on a plane; two spheres or capsules of different bodies) and the limits of hinges
+Contacts (a sphere, capsule or box on a plane, or on another body's sphere, capsule or box) and the limits of hinges
 and slides act through tisim's own laws, not MuJoCo's soft constraints: a penalty normal force with damping while
 compressing (tisim.physics.contact.penalty_normal_soft_compression) and isotropic regularized Coulomb friction
 (friction_isotropic_tanh), whose stiffness, damping, softness, friction and slip scale are parameters; a limit is

@@ -23,7 +23,7 @@ Geoms give bodies shapes that touch: a sphere (size[0] its radius), a capsule (s
 the length of its axis, the geom frame's z), a box (size its half-widths), each placed on its body by pos and quat
 in the body frame; and planes on the world (the geom frame's xy-plane, its z the normal pointing out). Each pair
 in `contact_pairs` may touch, with Coulomb friction max(friction of the two geoms): a plane, then a shape on a
-moving body; or two spheres or capsules of different bodies.
+moving body; or two spheres, capsules or boxes of different bodies.
 """
 from dataclasses import dataclass, field
 
