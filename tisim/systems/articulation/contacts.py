@@ -127,6 +127,13 @@ class BoxTouch(NamedTuple):
     box: int
 
 
+def placed_box(tree, g):
+    """(body, centre in the body's frame, axes in the body's frame as columns, half-widths) of box geom g."""
+    return (int(tree.geom_body[g]), tuple(float(c) for c in tree.geom_pos[g]),
+            tuple(tuple(float(c) for c in row) for row in quat_matrix(tree.geom_quat[g])),
+            tuple(float(c) for c in tree.geom_size[g]))
+
+
 def box_touches(tree):
     """The BoxTouch of every pair in tree.contact_pairs that is a sphere and a box."""
     out = []
@@ -134,11 +141,8 @@ def box_touches(tree):
         if {tree.geom_type[a], tree.geom_type[b]} != {SPHERE, BOX}:
             continue
         sphere, box = (a, b) if tree.geom_type[a] == SPHERE else (b, a)
-        frame = tuple(tuple(float(c) for c in row) for row in quat_matrix(tree.geom_quat[box]))
         out.append(BoxTouch(int(tree.geom_body[sphere]), tuple(float(c) for c in tree.geom_pos[sphere]),
-                            float(tree.geom_size[sphere][0]), int(tree.geom_body[box]),
-                            tuple(float(c) for c in tree.geom_pos[box]), frame,
-                            tuple(float(c) for c in tree.geom_size[box]), int(sphere), int(box)))
+                            float(tree.geom_size[sphere][0]), *placed_box(tree, box), int(sphere), int(box)))
     return tuple(out)
 
 
@@ -183,12 +187,10 @@ def capsule_boxes(tree):
         capsule, box = (a, b) if tree.geom_type[a] == CAPSULE else (b, a)
         rotation = np.array(quat_matrix(tree.geom_quat[capsule]))
         radius, half = (float(c) for c in tree.geom_size[capsule][:2])
-        frame = tuple(tuple(float(c) for c in row) for row in quat_matrix(tree.geom_quat[box]))
         out.append(CapsuleBox(int(tree.geom_body[capsule]),
                               tuple(float(c) for c in tree.geom_pos[capsule] - half * rotation[:, 2]),
                               tuple(float(c) for c in 2.0 * half * rotation[:, 2]), radius,
-                              int(tree.geom_body[box]), tuple(float(c) for c in tree.geom_pos[box]), frame,
-                              tuple(float(c) for c in tree.geom_size[box]), int(capsule), int(box)))
+                              *placed_box(tree, box), int(capsule), int(box)))
     return tuple(out)
 
 
@@ -231,12 +233,7 @@ def box_pairs(tree):
             continue
         if tree.geom_body[a] == 0:
             a, b = b, a
-        boxes = []
-        for g in (a, b):
-            boxes += [int(tree.geom_body[g]), tuple(float(c) for c in tree.geom_pos[g]),
-                      tuple(tuple(float(c) for c in row) for row in quat_matrix(tree.geom_quat[g])),
-                      tuple(float(c) for c in tree.geom_size[g])]
-        out.append(BoxBox(*boxes, int(a), int(b)))
+        out.append(BoxBox(*placed_box(tree, a), *placed_box(tree, b), int(a), int(b)))
     return tuple(out)
 
 
