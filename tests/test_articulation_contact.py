@@ -391,9 +391,10 @@ def test_two_bodies_in_contact_keep_their_momentum(shapes, friction):
     (measured: 4e-4 and 8e-5 at 0.5 ms, 3.5 to 5 times less at 0.25 ms; a capsule's points over a box's face slide
     along it as it turns, and its error falls more slowly: 2.3e-4, 1.5e-4, 9e-5 at 0.5, 0.25, 0.125 ms). Two boxes
     do not keep it: this impact sinks them 18 mm into each other, where the direction they overlap least along
-    hovers at the 5% that separates an edge's from a face's, and the force jumps between one point and four as it
-    crosses (7.8% of the energy gained at 0.5 ms, 6.7% at 0.125 ms). A force applied off the line, or not equal and
-    opposite, would leave a drift that no step removes."""
+    passes from an edge's to a face's and from one face to another, and the points change at depth as it does
+    (7.8% of the energy gained at 0.5 ms, 6.7% at 0.125 ms; blending the edge's point with the face's over a band
+    still left 6%). A force applied off the line, or not equal and opposite, would leave a drift that no step
+    removes."""
     tree = colliding(friction, shapes)
     tree.integrator = "euler"  # the gradient test's step: one compile for both
     q0 = reference_coordinates(tree)
