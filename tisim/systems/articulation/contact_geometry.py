@@ -5,6 +5,32 @@ given a negative depth, which no contact law pushes on."""
 from tisim.systems.articulation.algebra import add, bind, dot, matmul, matvec, mul, scale, sub, total
 
 
+def pick(ops, condition, a, b):
+    """a where the condition holds, else b: scalars, or nested tuples of them alike."""
+    if isinstance(a, tuple):
+        return tuple(pick(ops, condition, x, y) for x, y in zip(a, b))
+    return ops.select(condition, a, b)
+
+
+def magnitude(x, ops):
+    return ops.max(x, -x)
+
+
+def sign_of(x, ops):
+    return ops.select(x >= 0.0, 1.0, -1.0)
+
+
+def columns(axes):
+    return [(axes[0][k], axes[1][k], axes[2][k]) for k in range(3)]
+
+
+def total_vector(vectors, ops):
+    out = vectors[0]
+    for v in vectors[1:]:
+        out = add(out, v)
+    return out
+
+
 def closest_points(start_a, axis_a, start_b, axis_b, lengths, ops):
     """The points of two segments (start + s axis, s in [0, 1]; axis None: the point start) nearest each other,
     `lengths` the squared lengths of the axes: each parameter minimizes the distance given the other's, clamped to
@@ -33,8 +59,8 @@ def box_distance(local, half_widths, ops):
     """(signed distance, outward unit normal) of a point `local` (in the box's frame) from a box of half_widths
     about its centre: outside, the distance to the nearest point of the box; inside, minus the distance to the
     nearest face, the normal that face's."""
-    sign = [ops.select(c >= 0.0, 1.0, -1.0) for c in local]
-    beyond = [ops.bind(ops.max(c, -c) - h) for c, h in zip(local, half_widths)]  # |c| - h: > 0 outside that slab
+    sign = [sign_of(c, ops) for c in local]
+    beyond = [ops.bind(magnitude(c, ops) - h) for c, h in zip(local, half_widths)]  # |c| - h: > 0 outside that slab
     out = [ops.bind(ops.max(q, 0.0)) for q in beyond]
     squared = ops.bind(dot(out, out))
     outside = ops.bind(ops.sqrt(ops.max(squared, 1e-60)))
@@ -78,11 +104,8 @@ def capsule_box_points(start, axis, length, r, box, ops):
       continuously.
     An axis that enters the box (a capsule pressed in deeper than its radius) is beyond these laws."""
     centre, axes, h = box
-    column = [(axes[0][k], axes[1][k], axes[2][k]) for k in range(3)]
+    column = columns(axes)
     points = []
-
-    def press(n, y, depth):
-        points.append((n, y, depth))
 
     # beside an edge: the edge along axis j at the signs (sa, sb) of the other two axes a < b
     beside = {}
@@ -97,13 +120,13 @@ def capsule_box_points(start, axis, length, r, box, ops):
                 local = in_box(on_axis, centre, axes, ops)
                 outside = (sa * local[a_] > h[a_]) & (sb * local[b_] > h[b_])
                 if j > 0:  # a corner's outside is left to the edges along the first axis
-                    outside = outside & (ops.max(local[j], -local[j]) <= h[j])
+                    outside = outside & (magnitude(local[j], ops) <= h[j])
                 beside[j, sa, sb] = ops.bind(ops.select(outside, 1.0, 0.0))
                 gap = sub(on_axis, on_edge)
                 distance = ops.bind(ops.sqrt(ops.max(dot(gap, gap), 1e-30)))
                 n = bind(ops, scale(1.0 / distance, gap))
                 depth = ops.bind(ops.select(outside, r - distance, -1.0))
-                press(n, bind(ops, scale(0.5, add(sub(on_axis, scale(r, n)), on_edge))), depth)
+                points.append((n, bind(ops, scale(0.5, add(sub(on_axis, scale(r, n)), on_edge))), depth))
 
     def edge_taken(k, sigma, i, tau):
         """Whether the edge between face (k, sigma) and face (i, tau) has its own contact (sigma, tau runtime)."""
@@ -135,44 +158,18 @@ def capsule_box_points(start, axis, length, r, box, ops):
         for s, by_i, tau_i, tau_j in ((low, enter[i] >= enter[j], tau_in[i], tau_in[j]),
                                       (high, leave[i] <= leave[j], -tau_in[i], -tau_in[j])):
             local = tuple(ops.bind(first[m] + s * along[m]) for m in range(3))
-            sigma = ops.bind(ops.select(local[k] >= 0.0, 1.0, -1.0))
+            sigma = ops.bind(sign_of(local[k], ops))
             height = ops.bind(sigma * local[k] - h[k])
-            over = (low <= high) & (height >= ops.max(local[i], -local[i]) - h[i]) & \
-                (height >= ops.max(local[j], -local[j]) - h[j])
+            over = (low <= high) & (height >= magnitude(local[i], ops) - h[i]) & \
+                (height >= magnitude(local[j], ops) - h[j])
             at_end = (s <= 0.0) | (s >= 1.0)
             taken = ops.select(at_end, 0.0, ops.select(by_i, edge_taken(k, sigma, i, tau_i),
                                                        edge_taken(k, sigma, j, tau_j)))
             n = bind(ops, scale(sigma, column[k]))
             point = add(start, scale(s, axis))
             depth = ops.bind(ops.select(over & (taken < 0.5), r - height, -1.0))
-            press(n, bind(ops, sub(point, scale(0.5 * (r + height), n))), depth)
+            points.append((n, bind(ops, sub(point, scale(0.5 * (r + height), n))), depth))
     return points
-
-
-def pick(ops, condition, a, b):
-    """a where the condition holds, else b: scalars, or nested tuples of them alike."""
-    if isinstance(a, tuple):
-        return tuple(pick(ops, condition, x, y) for x, y in zip(a, b))
-    return ops.select(condition, a, b)
-
-
-def magnitude(x, ops):
-    return ops.max(x, -x)
-
-
-def sign_of(x, ops):
-    return ops.select(x >= 0.0, 1.0, -1.0)
-
-
-def columns(axes):
-    return [(axes[0][k], axes[1][k], axes[2][k]) for k in range(3)]
-
-
-def total_vector(vectors, ops):
-    out = vectors[0]
-    for v in vectors[1:]:
-        out = add(out, v)
-    return out
 
 
 def box_box_points(first, second, ops):
