@@ -125,7 +125,7 @@ def particle_forces(sim, traj, steps=None):
     """The force f_i on every particle at each row of traj, shape (B, rows, n_particles, dim), N: its springs'
     forces, its weight -m g e_y, the ground's and the obstacles' contact forces and the drag -drag v, as the step
     sums them. A free particle's momentum changes by dt f_i in the step; a pinned one's by the pin's reaction
-    besides (pin_reactions)."""
+    besides (pin_reactions). The pushes of free balls (balls=) are not included."""
     pos, vel, steps = _rows(sim, traj, steps)
     tension, n = _spring_terms(sim, pos, vel, steps)
     force = np.zeros_like(pos)

@@ -9,6 +9,11 @@ Contact (tisim.physics.contact's point_contact) with the ground y = 0 (y is up),
 sphere_radius) and each axis-aligned box (box_center, box_half): at depth p > 0 along the shape's normal n,
     fn = kc act(p) - kd min(v . n, 0) gate(p)   (softness s = 0: act(p) = p, gate = 1: penalty_normal_compression)
     ft = -mu fn tanh(|v_t| / eps) v_t / |v_t|   (isotropic; in 2D on the ground, friction_coulomb_tanh of v_x)
+Free rigid balls (ball_pos, ball_vel, ball_radius, ball_mass) touch the particles and the ground by the same law,
+without friction (a ball here does not spin), on the velocity relative to the ball: each push on a particle acts
+back on its ball, M V' = M V + dt (sum of the reactions + the ground's push - M g e_y), so the body and the balls
+exchange momentum and conserve its total without gravity and ground. The balls move in a third phase, after the
+particles, from the reactions the particle phase summed.
 Each particle: m v' = sum of spring forces + contact forces - drag v - m g e_y; semi-implicit Euler. A pinned
 particle stays where it is (its velocity zero). In 2D without obstacles this is the reference mass-spring workload
 (benchmarks/README.md) exactly. Non-smooth: the contact switches.
@@ -61,6 +66,7 @@ DERIVED = {
     **{key: "it follows from the robot; pass robot=" for key in ("n_particles", "n_springs", "n_actuators", "degree")},
     "n_spheres": "it is the number of spheres; pass spheres=",
     "n_boxes": "it is the number of boxes; pass boxes=",
+    "n_balls": "it is the number of balls; pass balls=",
 }
 
 
@@ -69,7 +75,8 @@ class MassSpring(Readouts, System):
 
     spheres: [(centre, radius), ...] and boxes: [(centre, half extents), ...], static obstacles of the robot's
     dimension (their number is structure; their centres and sizes are the parameters sphere_center, sphere_radius,
-    box_center and box_half).
+    box_center and box_half). balls: [(centre, radius), ...], free rigid balls that the body and the ground push
+    and that push back (two-way: the ball_* states and parameters, below).
 
     Conventions (docs/concepts/conventions.md): every particle has the mass m (point_masses()). A spring's tension
     k (r - L) + damping (v_j - v_i) . n, L = rest (1 + a), pulls its ends together when positive; the force on its
@@ -95,27 +102,35 @@ class MassSpring(Readouts, System):
         Quantity("sphere_radius", 0.1, "m", "radius of each static sphere", shape=("n_spheres",), bounds="(0, inf)"),
         Quantity("box_center", 0.0, "m", "centre of each static axis-aligned box", shape=("n_boxes", "dim")),
         Quantity("box_half", 0.1, "m", "half extents of each static box", shape=("n_boxes", "dim"), bounds="(0, inf)"),
+        Quantity("ball_radius", 0.05, "m", "radius of each free ball", shape=("n_balls",), bounds="(0, inf)"),
+        Quantity("ball_mass", 0.1, "kg", "mass of each free ball", shape=("n_balls",), bounds="(0, inf)"),
     )
     STATE = (
         Quantity("pos", 0.0, "m", "particle positions (x, y) or (x, y, z), y up", shape=("n_particles", "dim")),
         Quantity("vel", 0.0, "m/s", "particle velocities", shape=("n_particles", "dim")),
+        Quantity("ball_pos", 0.0, "m", "centre of each free ball", shape=("n_balls", "dim")),
+        Quantity("ball_vel", 0.0, "m/s", "velocity of each free ball's centre", shape=("n_balls", "dim")),
     )
     ACTION = (Quantity("activation", 0.0, "-", "fractional change of the rest length of each actuator's springs",
                        shape=("n_actuators",), bounds="(-1, inf)"),)
     STRUCTURE = ("dim", "n_particles", "n_springs", "n_actuators", "degree", Size("n_spheres", 0, minimum=0),
-                 Size("n_boxes", 0, minimum=0))
+                 Size("n_boxes", 0, minimum=0), Size("n_balls", 0, minimum=0))
     SCRATCH = (Scratch("spring_force", "N", "force of each spring on its first particle", shape=("n_springs", "dim"),
                        assigned=True),
                # kept, though no reverse reads it: recomputed scratch would make the backward pass rerun the
                # springs each step to refill it, which costs more than the memory saves
                Scratch("spring_load", "N", "sum of the spring forces on each particle (the fused forward pass's)",
-                       shape=("n_particles", "dim")))
-    PHASES = (("springs", "n_springs"), ("particles", "n_particles"))
-    FUSED = {"springs": ("springs_fused", "n_springs"), "particles": ("particles_fused", "n_particles")}
-    REVERSES = {"springs": ("springs_reverse", "n_springs"), "particles": ("particles_reverse", "n_particles")}
+                       shape=("n_particles", "dim")),
+               Scratch("ball_load", "N", "sum of the particles' contact forces on each ball",
+                       shape=("n_balls", "dim")))
+    PHASES = (("springs", "n_springs"), ("particles", "n_particles"), ("balls", "n_balls"))
+    FUSED = {"springs": ("springs_fused", "n_springs"), "particles": ("particles_fused", "n_particles"),
+             "balls": ("balls_fused", "n_balls")}
+    REVERSES = {"springs": ("springs_reverse", "n_springs"), "particles": ("particles_reverse", "n_particles"),
+                "balls": ("balls_reverse", "n_balls")}
     DT = 5e-4
 
-    def __init__(self, horizon, batch=1, dt=None, robot=None, spheres=(), boxes=(), **values):
+    def __init__(self, horizon, batch=1, dt=None, robot=None, spheres=(), boxes=(), balls=(), **values):
         check_run("MassSpring", horizon, batch, dt)
         check_derived("MassSpring", values, DERIVED)
         if not (robot is None or isinstance(robot, (Robot, str, os.PathLike))):
@@ -124,11 +139,13 @@ class MassSpring(Readouts, System):
         self.robot = grid(32, 8) if robot is None else robot if isinstance(robot, Robot) else Robot.load(robot)
         dim = self.robot.dim
         obstacles = {name: obstacle_table(name, given, dim, size)
-                     for name, given, size in (("spheres", spheres, ()), ("boxes", boxes, (dim,)))}
+                     for name, given, size in (("spheres", spheres, ()), ("boxes", boxes, (dim,)),
+                                               ("balls", balls, ()))}
         spring_of = self.robot.incidence()[0]
         sizes = dict(dim=dim, n_particles=len(self.robot.particles), n_springs=len(self.robot.springs),
                      n_actuators=max(len(self.robot.actuators), 1), degree=spring_of.shape[1],
-                     n_spheres=len(obstacles["spheres"][0]), n_boxes=len(obstacles["boxes"][0]))
+                     n_spheres=len(obstacles["spheres"][0]), n_boxes=len(obstacles["boxes"][0]),
+                     n_balls=len(obstacles["balls"][0]))
         super().__init__(horizon, batch, dt, **sizes, **values)
         if "pos" not in values:
             self.set_initial_state(pos=self.robot.particles)
@@ -138,6 +155,11 @@ class MassSpring(Readouts, System):
                                       (obstacles["boxes"], ("box_center", "box_half"))):
             if len(centre):
                 self.set_params(**{n: v for n, v in zip(names, (centre, size)) if n not in values})
+        centre, radius = obstacles["balls"]
+        if len(centre):
+            self.set_params(**({} if "ball_radius" in values else {"ball_radius": radius}))
+            if "ball_pos" not in values:
+                self.set_initial_state(ball_pos=centre)
 
     def topology(self):
         spring_of, other_of, present = self.robot.incidence()
@@ -204,12 +226,30 @@ class MassSpring(Readouts, System):
             return point_box(p, s.param("box_center", r), s.param("box_half", r))
 
     @ti.func
+    def ball_push(self, s: ti.template(), p, v, q: ti.template(), branch: ti.template()):
+        """The force of ball q on a particle at p moving at v: the contact law on the velocity relative to the
+        ball's, without friction (a ball here does not spin, so a frictional force, which would spin it, is left
+        out rather than half applied). branch: as in contact."""
+        d, n = point_sphere(p, s.state("ball_pos", q), s.param("ball_radius", q))
+        kc, kd, soft, eps = s.param("kc"), s.param("kd"), s.param("softness"), s.param("eps")
+        f = ti.Vector.zero(float, self.dim)
+        if ti.static(not branch):
+            f = point_contact(d, n, v - s.state("ball_vel", q), kc, kd, soft, 0.0, eps)
+        elif touching(d, soft):
+            f = point_contact(d, n, v - s.state("ball_vel", q), kc, kd, soft, 0.0, eps)
+        return f
+
+    @ti.func
     def move(self, s: ti.template(), i, f, fused: ti.template()):
         """Particle i under the force f (weight and springs) and contact: one semi-implicit Euler step, or none
         for a pinned particle. fused: the forward-only form, which skips the contact laws where nothing touches
         and sets the next state rather than adding into it."""
         p, v = s.state("pos", i), s.state("vel", i)
         f += self.contact(s, p, v, fused) - s.param("drag") * v
+        for q in ti.static(range(self.n_balls)):  # each ball's push, and its reaction on the ball
+            push = self.ball_push(s, p, v, q, fused)
+            f += push
+            s.accumulate("ball_load", q, -push)
         p_next, v_next = semi_implicit_euler(p, v, f / s.param("m"), s.dt)
         p_next, v_next = p + self.free[i] * (p_next - p), self.free[i] * v_next
         if ti.static(fused):
@@ -257,6 +297,75 @@ class MassSpring(Readouts, System):
     def particles_fused(self, s: ti.template(), i):
         self.move(s, i, self.weight(s) + s.scratch("spring_load", i), True)
 
+    # The balls: each moves under its weight, the ground's frictionless push and the particles' pushes, which the
+    # particle phase summed into ball_load as the reactions of the forces it applied (momentum is exchanged, not
+    # made: tests/test_mass_spring_3d.py).
+    @ti.func
+    def balls(self, s: ti.template(), q):
+        self.move_ball(s, q, False)
+
+    @ti.func
+    def balls_fused(self, s: ti.template(), q):
+        self.move_ball(s, q, True)
+
+    @ti.func
+    def ball_ground(self, s: ti.template(), q, branch: ti.template()):
+        """The ground's push on ball q (frictionless, as the particles')."""
+        c, u = s.state("ball_pos", q), s.state("ball_vel", q)
+        d, n = s.param("ball_radius", q) - c[1], ti.Vector.unit(self.dim, 1, float)
+        kc, kd, soft, eps = s.param("kc"), s.param("kd"), s.param("softness"), s.param("eps")
+        f = ti.Vector.zero(float, self.dim)
+        if ti.static(not branch):
+            f = point_contact(d, n, u, kc, kd, soft, 0.0, eps)
+        elif touching(d, soft):
+            f = point_contact(d, n, u, kc, kd, soft, 0.0, eps)
+        return f
+
+    @ti.func
+    def move_ball(self, s: ti.template(), q, fused: ti.template()):
+        c, u = s.state("ball_pos", q), s.state("ball_vel", q)
+        a = (s.scratch("ball_load", q) + self.ball_ground(s, q, fused)) / s.param("ball_mass", q) \
+            - s.param("g") * ti.Vector.unit(self.dim, 1, float)
+        c_next, u_next = semi_implicit_euler(c, u, a, s.dt)
+        if ti.static(fused):
+            s.set_next("ball_pos", q, c_next)
+            s.set_next("ball_vel", q, u_next)
+        else:
+            s.advance("ball_pos", q, c_next)
+            s.advance("ball_vel", q, u_next)
+
+    @ti.func
+    def balls_reverse(self, s: ti.template(), bar: ti.template(), q):
+        # c' = c + dt u', u' = u + dt a, a = (load + ground) / M - g e_y
+        dt, M = s.dt, s.param("ball_mass", q)
+        c, u = s.state("ball_pos", q), s.state("ball_vel", q)
+        up = ti.Vector.unit(self.dim, 1, float)
+        u_next_bar = bar.next_state("ball_vel", q) + dt * bar.next_state("ball_pos", q)
+        a_bar = dt * u_next_bar
+        f_bar = a_bar / M
+        ground = self.ball_ground(s, q, True)
+        bar.accumulate("ball_load", q, f_bar)
+        bar.add_param("ball_mass", q, -f_bar.dot(s.scratch("ball_load", q) + ground) / M)
+        bar.add_param("g", 0, -a_bar[1])
+        c_bar, u_bar = bar.next_state("ball_pos", q), u_next_bar
+        d = s.param("ball_radius", q) - c[1]
+        kc, kd, soft, eps = s.param("kc"), s.param("kd"), s.param("softness"), s.param("eps")
+        if touching(d, soft):
+            d_bar, _, vb, lb = point_contact_reverse(d, up, u, kc, kd, soft, 0.0, eps, f_bar)
+            c_bar -= d_bar * up
+            u_bar += vb
+            bar.add_param("ball_radius", q, d_bar)
+            self.add_law_bar(bar, lb)
+        bar.add_state("ball_pos", q, c_bar)
+        bar.add_state("ball_vel", q, u_bar)
+
+    @ti.func
+    def add_law_bar(self, bar: ti.template(), lb):
+        """A frictionless contact's derivatives by (kc, kd, softness, mu, eps): mu's is not a derivative (mu is 0
+        there, not the parameter)."""
+        for k, name in ti.static(((0, "kc"), (1, "kd"), (2, "softness"), (4, "eps"))):
+            bar.add_param(name, 0, lb[k])
+
     @ti.func
     def springs_reverse(self, s: ti.template(), bar: ti.template(), spring):
         # f = phi n, phi = k (r - L) + c dv . n, n = d / r: dn/dd = (1 - n n^T) / r, dr/dd = n
@@ -289,11 +398,29 @@ class MassSpring(Readouts, System):
         m, drag = s.param("m"), s.param("drag")
         # f without the springs' forces (springs_reverse adds their share of dL/dm)
         own = self.weight(s) + self.contact(s, p, v, True) - drag * v
+        for q in ti.static(range(self.n_balls)):
+            own += self.ball_push(s, p, v, q, True)
         free = self.free[i]
         pos_bar, vel_bar = bar.next_state("pos", i), bar.next_state("vel", i)
         v_next_bar = free * (vel_bar + dt * pos_bar)
         f_bar = dt * v_next_bar / m
         p_bar, v_bar = self.contact_reverse(s, bar, p, v, f_bar)
+        for q in ti.static(range(self.n_balls)):
+            # the push enters the particle's force and, negated, the ball's load
+            push_bar = f_bar - bar.scratch("ball_load", q)
+            c, r = s.state("ball_pos", q), s.param("ball_radius", q)
+            d, n = point_sphere(p, c, r)
+            if touching(d, s.param("softness")):
+                d_bar, n_bar, vb, lb = point_contact_reverse(d, n, v - s.state("ball_vel", q), s.param("kc"),
+                                                             s.param("kd"), s.param("softness"), 0.0,
+                                                             s.param("eps"), push_bar)
+                delta_bar = point_sphere_reverse(p, c, d_bar, n_bar)
+                p_bar += delta_bar
+                v_bar += vb
+                bar.add_state("ball_pos", q, -delta_bar)
+                bar.add_state("ball_vel", q, -vb)
+                bar.add_param("ball_radius", q, d_bar)
+                self.add_law_bar(bar, lb)
         bar.add_state("pos", i, pos_bar + p_bar)
         bar.add_state("vel", i, v_next_bar - drag * f_bar + v_bar)
         for q in ti.static(range(self.degree)):

@@ -1,0 +1,109 @@
+"""Free rigid balls and a mass-spring body pushing each other (two-way): momentum exchanged, not made; a ball's rest
+on the ground where its penalty carries its weight; the hand-written reverses against Taichi's reverse mode; every
+gradient group against float64 central differences."""
+import numpy as np
+import pytest
+
+import tisim
+from tisim.robots import cloth
+from tisim.systems.mass_spring import MassSpring
+
+from test_mass_spring_3d import TaichiReverse
+
+
+def test_a_ball_and_a_free_cloth_exchange_momentum():
+    """A ball thrown at a free cloth without gravity, far above the ground: the total momentum m sum v_p + M V keeps
+    its value to round-off through the impact, while the ball hands a good part of its momentum to the cloth."""
+    sheet = cloth(4, 4, spacing=0.05, origin=(0.4, 0.5, 0.4), pin="none", flat=True)
+    sim = MassSpring(horizon=600, robot=sheet, balls=[((0.47, 0.6, 0.47), 0.04)], g=0.0, kd=5.0, ball_mass=0.05)
+    sim.set_initial_state(ball_vel=[[0.1, -1.0, 0.05]])
+    traj = sim.rollout()
+    m, M = sim.params["m"][0], sim.params["ball_mass"][0, 0]
+    momentum = m * traj["vel"][0].sum(axis=1) + M * traj["ball_vel"][0, :, 0]
+    np.testing.assert_allclose(momentum, np.broadcast_to(momentum[0], momentum.shape), rtol=0,
+                               atol=1e-13 * np.abs(momentum[0]).max())
+    assert traj["ball_vel"][0, -1, 0, 1] > -0.5  # the impact took more than half the ball's downward speed
+    assert traj["pos"][0, :, :, 1].min() > 0.1  # and nothing reached the ground
+
+
+def test_a_ball_rests_on_the_ground_where_its_penalty_carries_its_weight():
+    """A ball dropped onto the ground settles at the depth M g / kc where the penalty force carries its weight (the
+    body, far away, never touches it)."""
+    sim = MassSpring(horizon=4000, robot=cloth(2, 2, spacing=0.05, origin=(2.0, 0.5, 2.0), pin="top row", flat=True),
+                     balls=[((0.5, 0.2, 0.5), 0.05)], ball_mass=0.2, kd=40.0)
+    traj = sim.rollout()
+    depth = 0.05 - traj["ball_pos"][0, -1, 0, 1]
+    assert depth == pytest.approx(0.2 * 9.8 / 5000.0, rel=1e-9)
+    assert np.abs(traj["ball_vel"][0, -1, 0]).max() < 1e-9
+
+
+def balls_on_cloth(cls, softness):
+    """A cloth pinned at its corners; one ball falls into it, another rolls on the ground beside it."""
+    sheet = cloth(4, 4, spacing=0.05, origin=(0.4, 0.3, 0.4), pin="corners", flat=True)
+    sim = cls(horizon=150, robot=sheet, balls=[((0.47, 0.37, 0.48), 0.04), ((0.6, 0.05, 0.3), 0.04)],
+              softness=softness, ball_mass=[0.05, 0.08], kd=5.0, drag=0.01)
+    sim.set_initial_state(ball_vel=[[0.1, -0.8, 0.05], [-0.2, -0.3, 0.0]])
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=(sim.n_particles, 3))
+    loss = tisim.losses.TerminalSum({"pos": w, "vel": 0.1 * w, "ball_pos": rng.normal(size=(2, 3)),
+                                     "ball_vel": rng.normal(size=(2, 3))})
+    return sim, loss
+
+
+@pytest.mark.parametrize("softness", [0.0, 0.003])
+def test_the_balls_hand_written_reverses_are_taichis_reverse_mode(softness):
+    """The phases' hand-written reverses (the balls' and the particles' pushes on them) and Taichi's reverse mode of
+    the branch-free phases: the same gradients in every group to 1e-12 of each group's largest entry; the fused
+    forward pass and the per-step schedule take the same steps bit for bit."""
+    (ours, loss), (taichis, taichi_loss) = balls_on_cloth(MassSpring, softness), balls_on_cloth(TaichiReverse, softness)
+    fused = ours.rollout()
+    ours._per_step = True
+    per_step = ours.rollout()
+    ours._per_step = False
+    for name in fused:
+        assert np.array_equal(fused[name], per_step[name]), name
+    mine, reference = ours.gradient(loss), taichis.gradient(taichi_loss)
+    for group in ("params", "initial_state"):
+        for name, value in getattr(reference, group).items():
+            if value.size == 0:
+                continue
+            scale = np.abs(value).max()
+            if name.startswith("ball"):
+                assert scale > 0, name  # the balls were felt
+            np.testing.assert_allclose(getattr(mine, group)[name], value, rtol=0, atol=1e-12 * scale, err_msg=name)
+
+
+def test_ball_gradients_match_central_differences():
+    """A ball dropped onto a cloth pinned at its corners, with smooth contact (soft, undamped, and no spring damping,
+    so that the pinned corners' first velocities matter to nothing): every parameter and initial state against
+    Richardson-extrapolated float64 central differences, to 1e-5."""
+    sheet = cloth(3, 3, spacing=0.05, origin=(0.45, 0.3, 0.45), pin="corners", flat=True)
+    sim = MassSpring(horizon=160, robot=sheet, balls=[((0.5, 0.345, 0.51), 0.03)], softness=0.003, kd=0.0,
+                     ball_mass=0.03, mu=0.3, damping=0.0)
+    sim.set_initial_state(ball_vel=[[0.1, -0.6, 0.05]])
+    rng = np.random.default_rng(0)
+    loss = tisim.losses.TerminalSum({"ball_pos": rng.normal(size=(1, 3)), "ball_vel": 0.1 * rng.normal(size=(1, 3)),
+                                     "pos": 0.3 * rng.normal(size=(9, 3))})
+    report = tisim.gradcheck(sim, loss, groups=("params", "initial_state"), step=2e-5, max_entries=16,
+                             extrapolate=True)
+    assert report.worst <= 1e-5, str(report)
+    g = sim.gradient(loss)
+    for value in (g.params["ball_mass"], g.params["ball_radius"], g.initial_state["ball_pos"],
+                  g.initial_state["ball_vel"]):
+        assert np.abs(value).max() > 1e-3
+    for name in ("ball_mass", "ball_radius"):  # gradcheck spaces its entries: these two one by one
+        base = np.array(sim.params[name])
+        values = []
+        for sign in (1, -1):
+            sim.set_params(**{name: base * (1 + sign * 1e-6)})
+            values.append(float(sim.evaluate(loss)[0]))
+        sim.set_params(**{name: base})
+        difference = (values[0] - values[1]) / (2e-6 * base[0, 0])
+        assert g.params[name][0, 0] == pytest.approx(difference, rel=1e-5), name
+
+
+def test_balls_are_refused_by_name():
+    with pytest.raises(ValueError, match=r"balls\[0\] must be a centre of 3 coordinates and a radius > 0"):
+        MassSpring(horizon=3, robot=cloth(3, 3), balls=[((0.5, 0.5), 0.1)])
+    with pytest.raises(ValueError, match=r"balls\[0\] must be a centre of 3 coordinates and a radius > 0"):
+        MassSpring(horizon=3, robot=cloth(3, 3), balls=[((0.5, 0.5, 0.5), -0.1)])
