@@ -3,12 +3,11 @@ on the ground where its penalty carries its weight; the hand-written reverses ag
 gradient group against float64 central differences."""
 import numpy as np
 import pytest
+from test_mass_spring_3d import TaichiReverse
 
 import tisim
 from tisim.robots import cloth
 from tisim.systems.mass_spring import MassSpring
-
-from test_mass_spring_3d import TaichiReverse
 
 
 def test_a_ball_and_a_free_cloth_exchange_momentum():
