@@ -243,7 +243,7 @@ def test_the_kept_scratch_layout_puts_assigned_entries_after_those_added_into():
     layout = MixedScratch(horizon=2, robot="worm").scratch_layout
     sizes = MassSpring(horizon=1, robot="worm").sizes
     n = sizes["n_particles"]
-    assert layout.kept.offsets == {"tally": 0, "spring_load": n, "spring_force": 3 * n}
+    assert layout.kept.offsets == {"tally": 0, "spring_load": n, "ball_load": 3 * n, "spring_force": 3 * n}  # no balls
     assert layout.zeroed == (n, 3 * n) and layout.assigned == {"spring_force"}  # spare; tally and spring_load
     assert layout.kept.size == 3 * n + 2 * sizes["n_springs"]
 
@@ -281,12 +281,14 @@ def test_recomputed_scratch_does_not_grow_with_the_horizon():
     assert widths["RecomputedSprings", 10] == widths["RecomputedSprings", 40] == step
 
 
-def test_the_step_is_two_phases_with_hand_written_reverses():
-    """MassSpring's step is its springs then its particles, each with a hand-written reverse, so that on a CPU the
-    backward pass is one launch; a keyword for another form of the step is refused by name."""
+def test_the_step_is_three_phases_with_hand_written_reverses():
+    """MassSpring's step is its springs, its particles, then its free balls (none here), each with a hand-written
+    reverse, so that on a CPU the backward pass is one launch; a keyword for another form of the step is refused
+    by name."""
     sim = MassSpring(horizon=2, robot="worm")
     assert [(p.name, p.kind, p.size) for p in sim.model.phases] == [
-        ("springs", "reverse", sim.sizes["n_springs"]), ("particles", "reverse", sim.sizes["n_particles"])]
+        ("springs", "reverse", sim.sizes["n_springs"]), ("particles", "reverse", sim.sizes["n_particles"]),
+        ("balls", "reverse", 0)]
     assert sim.model.fused_reverse
     with pytest.raises(ValueError, match="unknown keyword 'schedule'"):
         MassSpring(horizon=2, robot="worm", schedule="items")
@@ -301,7 +303,7 @@ def test_reverses_declared_under_their_earlier_name_warn_and_still_run():
     """ADJOINTS, the earlier name of REVERSES, warns and still gives the phases their hand-written reverses."""
     with pytest.warns(DeprecationWarning, match="ADJOINTS is now REVERSES"):
         sim = EarlierReverseNames(horizon=2, robot="worm")
-    assert [p.kind for p in sim.model.phases] == ["reverse", "reverse"] and sim.model.fused_reverse
+    assert [p.kind for p in sim.model.phases] == ["reverse"] * 3 and sim.model.fused_reverse
 
 
 @pytest.mark.parametrize("ratio, expected", [(0.5, 0.5), (1.0, 0.0), (2.0, -1.0)])

@@ -387,6 +387,8 @@ def test_the_hand_written_reverses_are_taichis_reverse_mode(softness):
                                                                  everything(TaichiReverse, softness)))
     for group in ("params", "initial_state"):
         for name, value in getattr(taichis, group).items():
+            if value.size == 0:  # no free balls here (tests/test_mass_spring_balls.py has them)
+                continue
             scale = np.abs(value).max(initial=0.0)
             assert scale > 0 or name == "softness", name  # every parameter felt
             np.testing.assert_allclose(getattr(ours, group)[name], value, rtol=1e-12, atol=1e-12 * scale,

@@ -155,6 +155,8 @@ def draw_mass_spring(canvas, state, params):
         canvas.line(pos[i], pos[j], 1.2, ROD)
     for p in pos:
         canvas.circle(p, 2.0 / canvas.scale, BOB)
+    for centre, radius in balls(state, params):
+        canvas.circle(centre, radius, BLOCK)
 
 
 def draw_mpm(canvas, state, params):
@@ -162,6 +164,14 @@ def draw_mpm(canvas, state, params):
     canvas.ground(3.0 / params.get("n_grid", 32))
     for p in np.asarray(state["pos"]):
         canvas.circle(p[:2], 1.5 / canvas.scale, BOB)
+
+
+def balls(state, params):
+    """[(centre, radius), ...] of a mass-spring simulator's free balls in one state (none if it has none)."""
+    if "ball_pos" not in state or "ball_radius" not in params:
+        return []
+    return list(zip(np.asarray(state["ball_pos"], dtype=float).reshape(-1, np.shape(state["pos"])[-1]),
+                    np.asarray(params["ball_radius"], dtype=float).ravel()))
 
 
 def obstacles(params, centres, sizes):
@@ -182,7 +192,7 @@ def points_mass_spring(state, params):
     colors = np.where(pinned[:, None], np.array(ROD) / 255, np.array(BOB) / 255)
     picture = dict(points=pos, colors=colors, radius=0.004 if len(faces) else 0.006, floor=0.0,
                    floor_extent=(-4.0, 5.0, -4.0, 5.0),  # the plane y = 0, as far as a picture sees
-                   spheres=obstacles(params, "sphere_center", "sphere_radius"),
+                   spheres=obstacles(params, "sphere_center", "sphere_radius") + balls(state, params),
                    boxes=obstacles(params, "box_center", "box_half"))
     if len(faces):
         picture["mesh"] = (pos, faces)
@@ -228,6 +238,10 @@ def rollout_box(traj, params=None, marks=()):
                                                                                     "sphere_radius")]
     extents += [(np.asarray(c, float), np.asarray(h, float)) for c, h in obstacles(params, "box_center", "box_half")]
     extents += [(np.asarray(c, float), np.array([r, 0.0, r], float)) for c, r, *_ in marks]
+    if "ball_pos" in traj and "ball_radius" in params:  # the free balls, wherever they went
+        radius = np.max(params["ball_radius"], initial=0.0)
+        centres = np.asarray(traj["ball_pos"], float).reshape(-1, 3)
+        extents += [(centres.min(axis=0), np.full(3, radius)), (centres.max(axis=0), np.full(3, radius))]
     for centre, half in extents:
         low, high = np.minimum(low, centre - half), np.maximum(high, centre + half)
     return low, high

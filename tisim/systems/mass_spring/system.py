@@ -252,12 +252,19 @@ class MassSpring(Readouts, System):
             s.accumulate("ball_load", q, -push)
         p_next, v_next = semi_implicit_euler(p, v, f / s.param("m"), s.dt)
         p_next, v_next = p + self.free[i] * (p_next - p), self.free[i] * v_next
+        self.write_next(s, "pos", "vel", i, p_next, v_next, fused)
+
+    @ti.func
+    def write_next(self, s: ti.template(), position: ti.template(), velocity: ti.template(), i, x, v,
+                   fused: ti.template()):
+        """Item i's next position and velocity: set by the fused forward form, added into the zeroed next state
+        otherwise."""
         if ti.static(fused):
-            s.set_next("pos", i, p_next)
-            s.set_next("vel", i, v_next)
+            s.set_next(position, i, x)
+            s.set_next(velocity, i, v)
         else:
-            s.advance("pos", i, p_next)
-            s.advance("vel", i, v_next)
+            s.advance(position, i, x)
+            s.advance(velocity, i, v)
 
     # The phased step. No branches in either loop (reverse mode crashed on them here): padding entries of the
     # incidence table are weighed out by a sign of 0.
@@ -327,12 +334,7 @@ class MassSpring(Readouts, System):
         a = (s.scratch("ball_load", q) + self.ball_ground(s, q, fused)) / s.param("ball_mass", q) \
             - s.param("g") * ti.Vector.unit(self.dim, 1, float)
         c_next, u_next = semi_implicit_euler(c, u, a, s.dt)
-        if ti.static(fused):
-            s.set_next("ball_pos", q, c_next)
-            s.set_next("ball_vel", q, u_next)
-        else:
-            s.advance("ball_pos", q, c_next)
-            s.advance("ball_vel", q, u_next)
+        self.write_next(s, "ball_pos", "ball_vel", q, c_next, u_next, fused)
 
     @ti.func
     def balls_reverse(self, s: ti.template(), bar: ti.template(), q):
