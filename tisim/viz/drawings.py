@@ -238,9 +238,9 @@ def rollout_box(traj, params=None, marks=()):
                                                                                     "sphere_radius")]
     extents += [(np.asarray(c, float), np.asarray(h, float)) for c, h in obstacles(params, "box_center", "box_half")]
     extents += [(np.asarray(c, float), np.array([r, 0.0, r], float)) for c, r, *_ in marks]
-    if "ball_pos" in traj and "ball_radius" in params:  # the free balls, wherever they went
-        radius = np.max(params["ball_radius"], initial=0.0)
-        centres = np.asarray(traj["ball_pos"], float).reshape(-1, 3)
+    centres = np.asarray(traj.get("ball_pos", np.zeros((0, 3))), float).reshape(-1, 3)
+    if len(centres):  # the free balls, wherever they went
+        radius = np.max(params.get("ball_radius", 0.0), initial=0.0)
         extents += [(centres.min(axis=0), np.full(3, radius)), (centres.max(axis=0), np.full(3, radius))]
     for centre, half in extents:
         low, high = np.minimum(low, centre - half), np.maximum(high, centre + half)
