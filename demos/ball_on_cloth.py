@@ -52,9 +52,9 @@ def pictures(sim, first, best, iterations, path):
 
 def main(iterations=40, out="out", progress=True):
     tisim.init(precision="f64")
-    sim = MassSpring(horizon=HORIZON, robot=trampoline(), balls=[((*FIRST["where"][:1], HEIGHT, FIRST["where"][1]),
-                                                                   RADIUS)],
-                     ball_mass=MASS, softness=0.002, kd=5.0)
+    x, z = FIRST["where"]
+    sim = MassSpring(horizon=HORIZON, robot=trampoline(), balls=[((x, HEIGHT, z), RADIUS)], ball_mass=MASS,
+                     softness=0.002, kd=5.0)
     goal = np.full((HORIZON + 1, 1, 3), np.nan)  # observed: the ball's x and z at the end, nothing else
     goal[-1, 0, [0, 2]] = TARGET
     loss = Tracking({"ball_pos": goal})

@@ -6,16 +6,23 @@ import pytest
 from test_mass_spring_3d import TaichiReverse
 
 import tisim
-from tisim.robots import cloth
+from tisim.robots import cloth, grid
 from tisim.systems.mass_spring import MassSpring
 
 
-def test_a_ball_and_a_free_cloth_exchange_momentum():
-    """A ball thrown at a free cloth without gravity, far above the ground: the total momentum m sum v_p + M V keeps
-    its value to round-off through the impact, while the ball hands a good part of its momentum to the cloth."""
-    sheet = cloth(4, 4, spacing=0.05, origin=(0.4, 0.5, 0.4), pin="none", flat=True)
-    sim = MassSpring(horizon=600, robot=sheet, balls=[((0.47, 0.6, 0.47), 0.04)], g=0.0, kd=5.0, ball_mass=0.05)
-    sim.set_initial_state(ball_vel=[[0.1, -1.0, 0.05]])
+@pytest.mark.parametrize("dim", [2, 3])
+def test_a_ball_and_a_free_body_exchange_momentum(dim):
+    """A ball thrown at a free body without gravity, far above the ground (in 3D a cloth, in 2D a disc thrown at a
+    block of springs): the total momentum m sum v_p + M V keeps its value to round-off through the impact, while the
+    ball hands a good part of its momentum to the body."""
+    if dim == 3:
+        body, ball, throw = cloth(4, 4, spacing=0.05, origin=(0.4, 0.5, 0.4), pin="none", flat=True), \
+            (0.47, 0.6, 0.47), [0.1, -1.0, 0.05]
+    else:
+        body, ball, throw = grid(4, 3), (0.08, 0.7), [0.1, -1.0]
+        body.particles[:, 1] += 0.5
+    sim = MassSpring(horizon=600, robot=body, balls=[(ball, 0.04)], g=0.0, kd=5.0, ball_mass=0.05)
+    sim.set_initial_state(ball_vel=[throw])
     traj = sim.rollout()
     m, M = sim.params["m"][0], sim.params["ball_mass"][0, 0]
     momentum = m * traj["vel"][0].sum(axis=1) + M * traj["ball_vel"][0, :, 0]

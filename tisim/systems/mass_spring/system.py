@@ -28,10 +28,11 @@ do their gradients: a soft walker at dt = 1 ms gave adjoints that a 1e-9 change 
 Layout: pos and vel are (n_particles, dim), dim = 2 or 3 as the robot's particles; k and rest are per spring; the
 obstacles' centres and sizes are per obstacle; damping, m, kc, kd, softness, mu, eps, g are global. The topology
 (which particles each spring joins, which actuator drives it, which particles are pinned) and the number of obstacles
-are structure: topology lives in Taichi fields on the kernel host, one set per distinct robot. The step has two
+are structure: topology lives in Taichi fields on the kernel host, one set per distinct robot. The step has three
 phases: each spring's force once into scratch, then each particle sums its springs' forces from a padded incidence
-table. Its fused forward pass adds each spring's force into its two ends' loads instead, in spring order (the order
-of the table, so the same sums), and skips the contact laws where a particle touches nothing: the same trajectory
+table, then each free ball (if any) moves under the reactions the particles summed for it. Its fused forward pass
+adds each spring's force into its two ends' loads instead, in spring order (the order of the table, so the same
+sums), and skips the contact laws where a particle touches nothing: the same trajectory
 bit for bit. Its backward pass runs the phases' hand-written reverses, on a CPU as one kernel. The tests hold a
 plain item-wise form of the same step, differentiated by Taichi's reverse mode, as the referee: the two agree to
 rounding (tests/test_mass_spring.py), and the reverses equal Taichi's reverse mode of the phases to 1e-12
@@ -157,7 +158,8 @@ class MassSpring(Readouts, System):
                 self.set_params(**{n: v for n, v in zip(names, (centre, size)) if n not in values})
         centre, radius = obstacles["balls"]
         if len(centre):
-            self.set_params(**({} if "ball_radius" in values else {"ball_radius": radius}))
+            if "ball_radius" not in values:
+                self.set_params(ball_radius=radius)
             if "ball_pos" not in values:
                 self.set_initial_state(ball_pos=centre)
 
