@@ -8,6 +8,7 @@ import pytest
 import taichi as ti
 
 import tisim
+from tisim.learn.policy import Policy
 from tisim.optim.critic import Critic
 from tisim.optim.policy_training import _bootstrapped
 from tisim.policy import closed_loop
@@ -131,3 +132,27 @@ def test_refusals():
     with pytest.raises(TypeError, match="critic must be a tisim.optim.critic.Critic"):
         tisim.tasks.train_policy(sim, tisim.losses.TerminalTarget({"x": 0.0}), demo.reset, episode_steps=8,
                                  critic=object())
+
+
+def test_the_value_gradient_through_centred_and_clock_features():
+    # dV/dx through a body's positions seen from their centroid and a clock's harmonics, against central differences
+    shapes = [("pos", (3, 2)), ("vel", (3, 2)), ("clock", ())]
+    policy = Policy(shapes, [], (4,), 2, None, centred=("pos",), clock=(1.5, 2))
+    critic = Critic(lambda traj: None, hidden=(5,))
+    critic.attach(policy)
+    rng = np.random.default_rng(7)
+    critic.weights = critic.network.initial_weights(3, scale=2.0)
+    states = {"pos": rng.normal(size=(4, 3, 2)), "vel": rng.normal(size=(4, 3, 2)), "clock": rng.uniform(0, 2, 4)}
+    mean, scale = rng.normal(size=policy.n_observations) * 0.1, rng.uniform(0.5, 2.0, policy.n_observations)
+    value, grad = critic.value_gradient(states, mean, scale)
+    step = 1e-6
+    for name, array in states.items():
+        for index in np.ndindex(array.shape[1:]):
+            up, down = ({**states, name: array.copy()} for _ in range(2))
+            up[name][(slice(None),) + index] += step
+            down[name][(slice(None),) + index] -= step
+            central = (critic.value(critic.observations(up, mean, scale))
+                       - critic.value(critic.observations(down, mean, scale))) / (2 * step)
+            np.testing.assert_allclose(grad[name][(slice(None),) + index], central, rtol=1e-6, atol=1e-9,
+                                       err_msg=f"{name}{index}")
+    np.testing.assert_allclose(value, critic.value(critic.observations(states, mean, scale)), rtol=1e-14)

@@ -123,6 +123,12 @@ def closed(applied):
     return applied is not None
 
 
+def applied_scratch(model):
+    """The scratch that holds a policy phase's output, which the actions of a phased closed loop add to u (tisim/
+    learn/policy.py), or None."""
+    return getattr(model, "APPLIED", None)
+
+
 def assigned_entry(layout, name):
     """ScratchLayout.entry for Step.assign, refused for scratch not declared assigned=True."""
     if name in layout.names and name not in layout.assigned:
@@ -204,13 +210,25 @@ class Step(NamedTuple):
         value = read3(self.u, self.b, self.t, offset + i * width, shape)
         if ti.static(closed(self.applied)):
             value += entries(self.applied, offset + i * width, shape)
+        elif ti.static(closed(applied_scratch(self.model))):  # a phased closed loop: its policy phase's output
+            base, step = ti.static(self.applied_entry())
+            value += read2(self.w, self.b, base + self.t * step + offset + i * width, shape)
         return value
 
     @ti.func
     def add_action(self, name: ti.template(), i, value):
-        """Add `value` into item i of action `name` during step t (a hand-written reverse's dL/du[t])."""
+        """Add `value` into item i of action `name` during step t (a hand-written reverse's dL/du[t]; in a phased
+        closed loop also the derivative of the policy phase's output)."""
         offset, width, shape = ti.static(entry_shape(self.model.action_layout, name))
         add3(self.u, self.b, self.t, offset + i * width, shape, value)
+        if ti.static(closed(applied_scratch(self.model))):
+            base, step = ti.static(self.applied_entry())
+            add2(self.w, self.b, base + self.t * step + offset + i * width, shape, value)
+
+    def applied_entry(self):
+        # (offset at step 0, offset per step) of the policy phase's output in w, one entry per packed action entry
+        name = applied_scratch(self.model)
+        return self.model.scratch_layout.entry(name)[0], self.model.scratch_layout.step_width(name)
 
     @ti.func
     def scratch(self, name: ti.template(), i=0):

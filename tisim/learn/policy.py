@@ -10,11 +10,14 @@ The closed-loop system is the open-loop one with its action replaced, in every s
     pi(o) = limit * tanh(N(o)), or N(o) itself when limit is None,
 
 where phi lists the state's entries in the order the system declares them, each entry named in ``angles`` replaced by
-its sine and cosine (an angle's observation is periodic), and N is a ``tisim.nn.MLP`` (tanh hidden layers, linear
-output, one output per action entry). The open-loop actions u stay an input (zero by default): a feed-forward term
-whose gradient the backward pass still gives. The built-in losses read u, not pi(o): ``Effort()`` charges the
-feed-forward term only. The network's weights and the normalization are parameters of the
-closed-loop system:
+its sine and cosine (an angle's observation is periodic), each entry of a table named in ``centred`` less the
+table's mean over its items (a body's particles seen from their centroid, so the policy does not see where the body
+stands), and, with ``clock=(f, H)``, sin(2 pi h f tau) and cos(2 pi h f tau), h = 1..H, of the closed loop's own
+state ``clock`` tau, which counts the time (0 at the start by default; advanced by dt each step, so a rollout started
+from another's last state reads the time on). N is a ``tisim.nn.MLP`` (tanh hidden layers, linear output, one output
+per action entry). The open-loop actions u stay an input (zero by default): a feed-forward term whose gradient the
+backward pass still gives. The built-in losses read u, not pi(o): ``Effort()`` charges the feed-forward term only.
+The network's weights and the normalization are parameters of the closed-loop system:
 
     w_policy    (n_policy,)         the weights, in tisim.nn's layout
     obs_mean    (n_observations,)   subtracted from phi(x); 0 by default
@@ -22,10 +25,16 @@ closed-loop system:
 
 so one backward pass differentiates the policy and the physics together (the discrete adjoint through the closed
 loop), "unrolled" or "checkpointed". Forward mode is refused by Taichi 1.7, which cannot compile forward-mode
-arithmetic on the network's vector locals (tisim.nn's networks are refused there too). A step made of phases
-(mass-spring bodies, MPM) is refused: it reads its action once per item (a spring, a particle), and evaluating the
-network there would repeat it per item. The continuous adjoint is refused too: its ODE would have to read the policy
-at every state the integrator visits, which the step's discrete closed loop does not define.
+arithmetic on the network's vector locals (tisim.nn's networks are refused there too). The continuous adjoint is
+refused too: its ODE would have to read the policy at every state the integrator visits, which the step's discrete
+closed loop does not define.
+
+A step made of phases (mass-spring bodies, MPM) reads its action once per item (a spring, a particle), where the
+network would run once per item. Its closed loop runs the network once a step instead, in a first phase of one
+item that writes pi(o[t]) into kept scratch (``policy_action``); the action accessor adds that to u[t], and a
+hand-written reverse of the phase (the network's backpropagation) takes the derivative the later phases
+leave there back to the weights, the normalization and x[t], so a body whose phases all have hand-written reverses
+keeps its one-launch backward pass on a CPU.
 """
 import functools
 import operator
@@ -35,31 +44,56 @@ import taichi as ti
 
 from tisim.core.engine import System
 from tisim.core.model import check_count, check_derived
-from tisim.core.quantities import Layout, Quantity
+from tisim.core.quantities import Layout, Quantity, Scratch
 from tisim.learn.nn import MLP
 
 
 @ti.data_oriented
 class Policy:
-    """The feedback law of one closed-loop structure: which state entries are angles, the network, the limit.
+    """The feedback law of one closed-loop structure: the observation's plan, the network, the limit.
 
     Hashable by value: simulators of equal policies share one model and its compiled kernels."""
 
-    def __init__(self, shapes, angle_entries, hidden, n_actions, limit):
+    def __init__(self, shapes, angle_entries, hidden, n_actions, limit, centred=(), clock=None):
         self.shapes = tuple((name, tuple(shape)) for name, shape in shapes)  # the states, in packed order
         self.angle_entries = tuple(sorted(angle_entries))
-        n_state = sum(int(np.prod(shape, dtype=int)) for _, shape in self.shapes)
+        self.centred = tuple(centred)  # names of item tables observed relative to their centroid
+        self.clock = clock  # (frequency, harmonics) or None; then the last state is the clock's time
+        self.timed = clock is not None  # (Taichi's compiler does not take `is not` even in ti.static)
+        offsets, n_state = {}, 0
+        for name, shape in self.shapes:
+            offsets[name] = n_state
+            n_state += int(np.prod(shape, dtype=int))
         self.n_state = n_state
-        self.n_observations = n_state + len(self.angle_entries)
+        # the centroids the observation subtracts, (offset, items, item width, coordinate) each
+        self.centroids = tuple((offsets[name], shape[0], int(np.prod(shape[1:], dtype=int)), c)
+                               for name, shape in self.shapes if name in self.centred and shape[0]
+                               for c in range(int(np.prod(shape[1:], dtype=int))))
+        centroid_of = {}
+        for index, (offset, items, width, c) in enumerate(self.centroids):
+            for j in range(items):
+                centroid_of[offset + j * width + c] = index
+        # phi(x, t) as (state entry, kind, extra) triples in order: kind 0 the entry, 1 and 2 an angle's sine and
+        # cosine, 3 the entry less its centroid (extra: which), 4 and 5 the clock's sine and cosine (extra: the
+        # harmonic), which come last
+        plan, observed = [], n_state - (clock is not None)
+        for k in range(observed):
+            if k in self.angle_entries:
+                plan += [(k, 1, 0), (k, 2, 0)]
+            elif k in centroid_of:
+                plan.append((k, 3, centroid_of[k]))
+            else:
+                plan.append((k, 0, 0))
+        if clock is not None:
+            plan += [(observed, kind, h) for h in range(1, clock[1] + 1) for kind in (4, 5)]
+        self.plan = tuple(plan)
+        self.n_observations = len(self.plan)
         self.network = MLP((self.n_observations, *hidden, n_actions))
         self.limit = limit
         self.squashed = limit is not None  # (Taichi's compiler does not take `is not` even in ti.static)
-        # phi(x) as (state entry, kind) pairs, in order (see feature)
-        self.plan = tuple(pair for k in range(n_state)
-                          for pair in (((k, 1), (k, 2)) if k in self.angle_entries else ((k, 0),)))
 
     def _key(self):
-        return (self.shapes, self.angle_entries, self.network.sizes, self.limit)
+        return (self.shapes, self.angle_entries, self.centred, self.clock, self.network.sizes, self.limit)
 
     def __eq__(self, other):
         return isinstance(other, Policy) and other._key() == self._key()
@@ -85,10 +119,21 @@ class Policy:
     def features_numpy(self, states):
         """phi(x) of named states {name: (..., *shape)} -> (..., n_observations)."""
         packed = self.pack(states)
+        centroids = [packed[..., offset + c:offset + items * width:width].mean(axis=-1)
+                     for offset, items, width, c in self.centroids]
         columns = []
-        for k, kind in self.plan:
+        for k, kind, extra in self.plan:
             value = packed[..., k]
-            columns.append(np.sin(value) if kind == 1 else np.cos(value) if kind == 2 else value)
+            if kind == 1:
+                value = np.sin(value)
+            elif kind == 2:
+                value = np.cos(value)
+            elif kind == 3:
+                value = value - centroids[extra]
+            elif kind in (4, 5):
+                angle = 2 * np.pi * extra * self.clock[0] * value
+                value = np.sin(angle) if kind == 4 else np.cos(angle)
+            columns.append(value)
         return np.stack(columns, axis=-1)
 
     def act_numpy(self, weights, mean, scale, states):
@@ -98,102 +143,356 @@ class Policy:
 
     # ---- inside a step ---------------------------------------------------------------------------------------------
     @ti.func
-    def act(self, model: ti.template(), x: ti.template(), theta: ti.template(), b, t):
-        """pi(o[t]) of batch entry b, as a ti.Vector of the packed action entries."""
-        mean, scale = ti.static(model.P.obs_mean, model.P.obs_scale)
-        phi = ti.Vector([feature(x[b, t, k], kind) for k, kind in ti.static(self.plan)])
-        z = ti.Vector([(phi[k] - theta[b, mean + k]) / theta[b, scale + k]
-                       for k in ti.static(range(self.n_observations))])
-        out = self.network.apply(theta, b, model.P.w_policy, z)
+    def observation(self, s: ti.template()):
+        """o[t] of the step context's batch entry at its step, the normalized features."""
+        b = s.b
+        mean, scale = ti.static(s.model.P.obs_mean, s.model.P.obs_scale)
+        centre = self.centres(s.x, b, s.t)
+        phi = ti.Vector([self.feature(s, centre, k, kind, extra) for k, kind, extra in ti.static(self.plan)])
+        return ti.Vector([(phi[k] - s.theta[b, mean + k]) / s.theta[b, scale + k]
+                          for k in ti.static(range(self.n_observations))])
+
+    @ti.func
+    def feature(self, s: ti.template(), centre, k: ti.template(), kind: ti.template(), extra: ti.template()):
+        # one entry of phi (the plan's kinds): the state entry itself, an angle's sine or cosine, the entry less its
+        # centroid, or a harmonic of the clock
+        value = s.x[s.b, s.t, k]
+        if ti.static(kind == 1):
+            value = ti.sin(value)
+        elif ti.static(kind == 2):
+            value = ti.cos(value)
+        elif ti.static(kind == 3):
+            value -= centre[extra]
+        elif ti.static(kind == 4):
+            value = ti.sin(ti.static(2 * np.pi * extra * self.clock[0]) * value)
+        elif ti.static(kind == 5):
+            value = ti.cos(ti.static(2 * np.pi * extra * self.clock[0]) * value)
+        return value
+
+    @ti.func
+    def centres(self, x: ti.template(), b, t):
+        # the centroids' coordinates (one dummy entry where there are none: Taichi has no empty vectors)
+        return ti.Vector([centroid(x, b, t, offset, items, width, c)
+                          for offset, items, width, c in ti.static(self.centroids or ((0, 1, 1, 0),))])
+
+    @ti.func
+    def act(self, s: ti.template()):
+        """pi(o[t]) of the step context's batch entry at its step, as a ti.Vector of the packed action entries."""
+        out = self.network.apply(s.theta, s.b, s.model.P.w_policy, self.observation(s))
         if ti.static(self.squashed):
             out = self.limit * ti.tanh(out)
         return out
 
+    # ---- the phased form: once a step, by run-time loops over arrays ------------------------------------------------
+    # A body observes hundreds of entries; unrolled, the network took Taichi minutes to compile into the backward
+    # pass. Here the layers' values go into kept scratch ("policy_layers": z, then each hidden layer, then the
+    # network's output before the limit; "policy_centre": the centroids), the loops run at run time, and the
+    # reverse, written by hand, reads them back and keeps the derivatives of the same entries in w's derivative.
+    def segments(self):
+        """The plan as runs of one kind, (kind, first entry, count, first column, item width, first centroid):
+        kind 0 entries, 1 angles (two columns each), 3 centred entries, 4 the clock's harmonics (two columns each)."""
+        runs, k, column = [], 0, 0
+        for name, shape in self.shapes:
+            size = int(np.prod(shape, dtype=int))
+            if self.timed and k + size == self.n_state:  # the clock's own entry is read by its harmonics only
+                break
+            if not size:  # an empty table (a body without balls)
+                continue
+            if name in self.centred:
+                width = int(np.prod(shape[1:], dtype=int))
+                first = [q for q, (offset, _, _, _) in enumerate(self.centroids) if offset == k][0]
+                runs.append((3, k, size, column, width, first))
+                column += size
+            elif k in self.angle_entries:
+                runs.append((1, k, size, column, 1, 0))
+                column += 2 * size
+            else:
+                runs.append((0, k, size, column, 1, 0))
+                column += size
+            k += size
+        if self.timed:
+            runs.append((4, self.n_state - 1, self.clock[1], column, 1, 0))
+        return tuple(runs)
+
+    def units(self):
+        """(first unit of each layer's input, of the network's output, all units) in policy_layers."""
+        sizes = self.network.sizes
+        starts = tuple(int(sum(sizes[:layer])) for layer in range(len(sizes)))
+        return starts, starts[-1], int(sum(sizes))
+
+    @ti.func
+    def observe_into(self, s: ti.template()):
+        b, t = s.b, s.t
+        P = ti.static(s.model.P)
+        for q in ti.static(range(len(self.centroids))):
+            offset, items, width, c = ti.static(self.centroids[q])
+            total = 0.0
+            for j in range(items):
+                total += s.x[b, t, offset + j * width + c]
+            s.assign("policy_centre", q, total / items)
+        for r in ti.static(range(len(self.segments()))):
+            kind, first, count, column, width, centre = ti.static(self.segments()[r])
+            for e in range(count):
+                value = s.x[b, t, first + e]
+                if ti.static(kind == 0):
+                    self.normalized_into(s, P, column + e, value)
+                elif ti.static(kind == 1):
+                    self.normalized_into(s, P, column + 2 * e, ti.sin(value))
+                    self.normalized_into(s, P, column + 2 * e + 1, ti.cos(value))
+                elif ti.static(kind == 3):
+                    self.normalized_into(s, P, column + e, value - s.scratch("policy_centre", centre + e % width))
+                else:
+                    angle = ti.static(2 * np.pi * self.clock[0]) * (e + 1) * s.x[b, t, first]
+                    self.normalized_into(s, P, column + 2 * e, ti.sin(angle))
+                    self.normalized_into(s, P, column + 2 * e + 1, ti.cos(angle))
+
+    @ti.func
+    def normalized_into(self, s: ti.template(), P: ti.template(), column, phi):
+        z = (phi - s.theta[s.b, P.obs_mean + column]) / s.theta[s.b, P.obs_scale + column]
+        s.assign("policy_layers", column, z)
+
+    @ti.func
+    def network_into(self, s: ti.template()):
+        b, w = s.b, ti.static(s.model.P.w_policy)
+        sizes, starts = ti.static(self.network.sizes, self.units()[0])
+        for layer in ti.static(range(len(sizes) - 1)):
+            a, n = ti.static(sizes[layer], sizes[layer + 1])
+            k = ti.static(self.weights_before(layer))
+            for j in range(n):
+                total = s.theta[b, w + k + a * n + j]
+                for i in range(a):
+                    total += s.theta[b, w + k + i * n + j] * s.scratch("policy_layers", starts[layer] + i)
+                if ti.static(layer < len(sizes) - 2):
+                    total = ti.tanh(total)
+                s.assign("policy_layers", starts[layer + 1] + j, total)
+
+    def weights_before(self, layer):
+        """Where a layer's weights start in w_policy (tisim.nn's layout)."""
+        sizes = self.network.sizes
+        return sum(p * q + q for p, q in zip(sizes[:layer], sizes[1:layer + 1]))
+
+    @ti.func
+    def output(self, s: ti.template(), j):
+        """pi(o[t]) entry j from the stored network output."""
+        value = s.scratch("policy_layers", ti.static(self.units()[1]) + j)
+        if ti.static(self.squashed):
+            value = self.limit * ti.tanh(value)
+        return value
+
+    @ti.func
+    def network_reverse(self, s: ti.template(), bar: ti.template()):
+        # dL/d(each unit) accumulates in policy_layers' derivative, from the output down; a hidden unit's value h
+        # is tanh of its input, whose derivative is 1 - h^2
+        b, w = s.b, ti.static(s.model.P.w_policy)
+        sizes, starts, out = ti.static(self.network.sizes, self.units()[0], self.units()[1])
+        for j in range(sizes[-1]):
+            g = bar.scratch("policy_action", j)
+            if ti.static(self.squashed):
+                y = ti.tanh(s.scratch("policy_layers", out + j))
+                g *= self.limit * (1.0 - y * y)
+            bar.accumulate("policy_layers", out + j, g)
+        for layer in ti.static(range(len(sizes) - 2, -1, -1)):
+            a, n = ti.static(sizes[layer], sizes[layer + 1])
+            k = ti.static(self.weights_before(layer))
+            for j in range(n):
+                g = bar.scratch("policy_layers", starts[layer + 1] + j)
+                if ti.static(layer < len(sizes) - 2):
+                    h = s.scratch("policy_layers", starts[layer + 1] + j)
+                    g *= 1.0 - h * h
+                bar.theta[b, w + k + a * n + j] += g
+                for i in range(a):
+                    bar.theta[b, w + k + i * n + j] += g * s.scratch("policy_layers", starts[layer] + i)
+                    bar.accumulate("policy_layers", starts[layer] + i, s.theta[b, w + k + i * n + j] * g)
+
+    @ti.func
+    def observe_reverse(self, s: ti.template(), bar: ti.template()):
+        b, t = s.b, s.t
+        P = ti.static(s.model.P)
+        for r in ti.static(range(len(self.segments()))):
+            kind, first, count, column, width, centre = ti.static(self.segments()[r])
+            for e in range(count):
+                value = s.x[b, t, first + e]
+                if ti.static(kind == 0):
+                    bar.x[b, t, first + e] += self.normalized_reverse(s, bar, P, column + e)
+                elif ti.static(kind == 1):
+                    bar.x[b, t, first + e] += ti.cos(value) * self.normalized_reverse(s, bar, P, column + 2 * e) \
+                        - ti.sin(value) * self.normalized_reverse(s, bar, P, column + 2 * e + 1)
+                elif ti.static(kind == 3):
+                    phi_bar = self.normalized_reverse(s, bar, P, column + e)
+                    bar.x[b, t, first + e] += phi_bar
+                    bar.accumulate("policy_centre", centre + e % width, phi_bar)
+                else:
+                    omega = ti.static(2 * np.pi * self.clock[0]) * (e + 1)
+                    bar.x[b, t, first] += omega * (
+                        ti.cos(omega * value) * self.normalized_reverse(s, bar, P, column + 2 * e)
+                        - ti.sin(omega * value) * self.normalized_reverse(s, bar, P, column + 2 * e + 1))
+        for q in ti.static(range(len(self.centroids))):
+            offset, items, width, c = ti.static(self.centroids[q])
+            share = bar.scratch("policy_centre", q) / items
+            for j in range(items):
+                bar.x[b, t, offset + j * width + c] -= share
+
+    @ti.func
+    def normalized_reverse(self, s: ti.template(), bar: ti.template(), P: ti.template(), column):
+        # z = (phi - mean) / scale: adds dL/dmean and dL/dscale, returns dL/dphi
+        phi_bar = bar.scratch("policy_layers", column) / s.theta[s.b, P.obs_scale + column]
+        bar.theta[s.b, P.obs_mean + column] -= phi_bar
+        bar.theta[s.b, P.obs_scale + column] -= phi_bar * s.scratch("policy_layers", column)
+        return phi_bar
+
 
 @ti.func
-def feature(value, kind: ti.template()):
-    # one entry of phi: the state entry itself (kind 0), or an angle's sine (1) or cosine (2)
-    if ti.static(kind == 1):
-        value = ti.sin(value)
-    elif ti.static(kind == 2):
-        value = ti.cos(value)
-    return value
+def centroid(x: ti.template(), b, t, offset: ti.template(), items: ti.template(), width: ti.template(),
+             c: ti.template()):
+    total = x[b, t, offset + c]
+    for j in ti.static(range(1, items)):
+        total += x[b, t, offset + j * width + c]
+    return total / items
 
 
 @ti.func
 def closed_loop_step(self, s: ti.template()):
     # the open-loop step, its actions read through a context that adds the policy's output (tisim/core/access.py)
-    applied = self.policy.act(self, s.x, s.theta, s.b, s.t)
+    applied = self.policy.act(s)
     self.open_loop_step(ti.static(s._replace(applied=applied)))
+    if ti.static(self.policy.timed):
+        s.advance("clock", 0, s.state("clock") + s.dt)
+
+
+@ti.func
+def feedback(self, s: ti.template(), i):
+    # the first phase of a phased closed loop: the policy's output, once a step, into the scratch the actions read
+    # (and the clock's next time)
+    feedback_into(self, s)
+    if ti.static(self.policy.timed):
+        s.advance("clock", 0, s.state("clock") + s.dt)
+
+
+@ti.func
+def feedback_fused(self, s: ti.template(), i):
+    # the fused forward pass's form: it sets the clock's next time, as the last phase's fused form sets the rest of
+    # the next state, which the engine then does not zero
+    feedback_into(self, s)
+    if ti.static(self.policy.timed):
+        s.set_next("clock", 0, s.state("clock") + s.dt)
+
+
+@ti.func
+def feedback_into(self, s: ti.template()):
+    self.policy.observe_into(s)
+    self.policy.network_into(s)
+    for j in range(self.n_applied):
+        s.assign("policy_action", j, self.policy.output(s, j))
+
+
+@ti.func
+def feedback_reverse(self, s: ti.template(), bar: ti.template(), i):
+    self.policy.network_reverse(s, bar)
+    self.policy.observe_reverse(s, bar)
+    if ti.static(self.policy.timed):
+        bar.add_state("clock", 0, bar.next_state("clock"))
 
 
 @functools.lru_cache(maxsize=None)
-def closed_loop_class(system, hidden, limit, angles):
+def closed_loop_class(system, hidden, limit, angles, centred, clock):
     """The closed-loop class of an open-loop system class for one policy shape (cached: equal arguments give the same
     class, so their simulators share models)."""
     name = system.__name__
-    if system.PHASES:
-        raise TypeError(f"closed_loop: {name} steps in phases, reading its action once per item; a policy inside a "
-                        "phased step is not supported (a plain step(self, s) is)")
-    known = [q.name for q in system.STATE]
+    state = {q.name: q for q in system.STATE}
     for angle in angles:
-        if angle not in known:
-            raise ValueError(f"closed_loop: angles names states of {name}; {angle!r} is not one of {known}")
+        if angle not in state:
+            raise ValueError(f"closed_loop: angles names states of {name}; {angle!r} is not one of {list(state)}")
+    for table in centred:
+        if table not in state or not (state[table].shape and isinstance(state[table].shape[0], str)):
+            tables = [q.name for q in system.STATE if q.shape and isinstance(q.shape[0], str)]
+            raise ValueError(f"closed_loop: centred names tables of items among the states of {name} ({tables}); "
+                             f"got {table!r}")
+        if table in angles:
+            raise ValueError(f"closed_loop: {table!r} is named both in angles and in centred")
+    states = tuple(system.STATE) + ((Quantity("clock", 0.0, "s", "the time the policy's clock reads, advanced by "
+                                              "dt each step"),) if clock is not None else ())
+    shape = (states, system.ACTION, hidden, limit, angles, centred, clock)
+    derived = ("n_policy", "n_observations") + (("n_networks", "n_applied", "n_units", "n_centres")
+                                                if system.PHASES else ())
 
     def __init__(self, horizon, batch=1, dt=None, seed=0, **values):
         check_count(f"closed_loop({name})", "seed", seed, minimum=0)
-        check_derived(f"closed_loop({name})", values, {key: "it follows from the policy's shape"
-                                                       for key in ("n_policy", "n_observations")})
+        check_derived(f"closed_loop({name})", values, {key: "it follows from the policy's shape" for key in derived})
         system.__init__(self, horizon, batch, dt, **values)
         if "w_policy" not in values:
             self.set_params(w_policy=self.model.policy.network.initial_weights(seed))
 
     def derived_sizes(sizes):
-        policy = _policy(system, sizes, hidden, limit, angles)
-        return {"n_policy": policy.network.n_weights, "n_observations": policy.n_observations}
+        policy = _policy(sizes, *shape)
+        extra = dict(n_networks=1, n_applied=policy.network.sizes[-1], n_units=policy.units()[2],
+                     n_centres=len(policy.centroids)) if system.PHASES else {}
+        return {"n_policy": policy.network.n_weights, "n_observations": policy.n_observations, **extra}
 
     def topology(self):
-        return {**system.topology(self), "policy": _policy(system, self.sizes, hidden, limit, angles)}
+        return {**system.topology(self), "policy": _policy(self.sizes, *shape)}
 
     namespace = {
         "__init__": __init__,
         "__doc__": f"{name} acting through a policy network in every step (tisim.learn.policy): "
-                   f"hidden={hidden}, limit={limit}, angles={angles}.",
+                   f"hidden={hidden}, limit={limit}, angles={angles}, centred={centred}, clock={clock}.",
         "__module__": __name__,
+        "STATE": states,
         "PARAMS": system.PARAMS + (
             Quantity("w_policy", 0.0, "-", "weights of the policy network (layout in tisim.nn)", shape=("n_policy",)),
             Quantity("obs_mean", 0.0, "-", "subtracted from the policy's observation", shape=("n_observations",)),
             Quantity("obs_scale", 1.0, "-", "divides the policy's observation", shape=("n_observations",),
                      bounds="(0, inf)"),
         ),
-        "STRUCTURE": tuple(system.STRUCTURE) + ("n_policy", "n_observations"),
+        "STRUCTURE": tuple(system.STRUCTURE) + derived,
         "derived_sizes": staticmethod(derived_sizes),
         "topology": topology,
-        "step": closed_loop_step,
-        "open_loop_step": system.step,
         "rates": None,
         "OPEN_LOOP": system,
     }
+    if system.PHASES:
+        # the policy acts once a step, in a first phase of one item, into kept scratch that the action accessor adds
+        # to u (tisim/core/access.py), and its hand-written reverse keeps a backward pass of hand-written reverses
+        # one launch on a CPU
+        namespace.update(
+            PHASES=(("feedback", "n_networks"),) + tuple(system.PHASES),
+            REVERSES={**system.REVERSES, "feedback": ("feedback_reverse", "n_networks")},
+            FUSED={**system.FUSED, "feedback": ("feedback_fused", "n_networks")},
+            SCRATCH=tuple(system.SCRATCH) + (
+                Scratch("policy_action", "-", "the policy's output in the step, per packed action entry",
+                        shape=("n_applied",), assigned=True),
+                Scratch("policy_layers", "-", "the network's units: the normalized observation, each hidden layer, "
+                        "the output before the limit", shape=("n_units",), assigned=True),
+                Scratch("policy_centre", "-", "the centroid of each centred table's coordinates",
+                        shape=("n_centres",), assigned=True)),
+            APPLIED="policy_action",
+            feedback=feedback,
+            feedback_fused=feedback_fused,
+            feedback_reverse=feedback_reverse)
+    else:
+        namespace.update(step=closed_loop_step, open_loop_step=system.step)
     return type("ClosedLoop" + name, (system,), namespace)
 
 
-def _policy(system, sizes, hidden, limit, angles):
+def _policy(sizes, states, actions, hidden, limit, angles, centred, clock):
     # the Policy of one structure: the state's size and the angles' entries follow from the sizes
-    state, action = Layout(system.STATE, sizes, "state"), Layout(system.ACTION, sizes, "action")
+    state, action = Layout(states, sizes, "state"), Layout(actions, sizes, "action")
     entries = []
     for angle in angles:
         first = state.offsets[angle]
         entries += range(first, first + int(np.prod(state.shapes[angle], dtype=int)))
-    return Policy(list(state.shapes.items()), entries, hidden, action.size, limit)
+    return Policy(list(state.shapes.items()), entries, hidden, action.size, limit, centred, clock)
 
 
-def closed_loop(system, *, hidden=(32,), limit=None, angles=()):
-    """The class of ``system`` (an open-loop system class with a plain step) acting through a policy network.
+def closed_loop(system, *, hidden=(32,), limit=None, angles=(), centred=(), clock=None):
+    """The class of ``system`` (an open-loop system class) acting through a policy network.
 
     hidden: the widths of the network's tanh layers, () for a linear policy. limit: bound of each action entry
     (limit * tanh of the output), or None for the network's output as it is. angles: names of states observed
-    through their sine and cosine. Returns a system class taking (horizon, batch=1, dt=None, seed=0, **values),
-    seed drawing the initial weights (see the module docstring).
+    through their sine and cosine. centred: names of states that are tables of items (a body's particle
+    positions) observed relative to their centroid, so the policy does not see where the body is. clock:
+    (frequency [Hz], harmonics H) adds sin(2 pi h f t) and cos(2 pi h f t), h = 1..H, of the time since the
+    rollout's start (DiffTaichi's walkers read such waves), or None. Returns a system class taking (horizon,
+    batch=1, dt=None, seed=0, **values), seed drawing the initial weights (see the module docstring).
     """
     if not (isinstance(system, type) and issubclass(system, System)):
         raise TypeError(f"closed_loop: system must be a tisim system class (e.g. tisim.systems.Cartpole), got "
@@ -213,9 +512,24 @@ def closed_loop(system, *, hidden=(32,), limit=None, angles=()):
     if isinstance(angles, str):
         angles = (angles,)
     angles = tuple(angles)
+    if isinstance(centred, str):
+        centred = (centred,)
+    centred = tuple(centred)
+    if clock is not None:
+        try:
+            frequency, harmonics = clock
+            ok = isinstance(frequency, (int, float, np.floating)) and not isinstance(frequency, bool) and \
+                0 < frequency < np.inf and isinstance(harmonics, (int, np.integer)) and \
+                not isinstance(harmonics, bool) and harmonics >= 1
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise ValueError(f"closed_loop: clock must be (frequency > 0 [Hz], harmonics >= 1) or None, got "
+                             f"{clock!r}")
+        clock = (float(frequency), int(harmonics))
     if getattr(system, "OPEN_LOOP", None) is not None:
         raise TypeError(f"closed_loop: {system.__name__} is already closed-loop")
-    return closed_loop_class(system, hidden, limit, angles)
+    return closed_loop_class(system, hidden, limit, angles, centred, clock)
 
 
 def normalization(sim, states):

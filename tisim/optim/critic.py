@@ -94,9 +94,18 @@ class Critic:
         phi_bar = input_bar / scale
         packed = self.policy.pack(states)
         x_bar = np.zeros_like(packed)
-        for column, (k, kind) in enumerate(self.policy.plan):
-            slope = 1.0 if kind == 0 else np.cos(packed[:, k]) if kind == 1 else -np.sin(packed[:, k])
+        for column, (k, kind, extra) in enumerate(self.policy.plan):
+            if kind in (0, 3):
+                slope = 1.0
+            elif kind in (1, 2):  # an angle's sine and cosine
+                slope = np.cos(packed[:, k]) if kind == 1 else -np.sin(packed[:, k])
+            else:  # the clock's harmonics
+                omega = 2 * np.pi * extra * self.policy.clock[0]
+                slope = omega * (np.cos(omega * packed[:, k]) if kind == 4 else -np.sin(omega * packed[:, k]))
             x_bar[:, k] += phi_bar[:, column] * slope
+            if kind == 3:  # the entry less its centroid
+                offset, items, width, c = self.policy.centroids[extra]
+                x_bar[:, offset + c:offset + items * width:width] -= phi_bar[:, column, None] / items
         out, start = {}, 0
         for name, shape in self.policy.shapes:
             size = int(np.prod(shape, dtype=int))
