@@ -361,12 +361,19 @@ def _looks(system, traj, params, name, batch_index):
     return one, theta
 
 
+def drawn_as(system):
+    """The name of a simulator's drawing: its class's, or for a closed loop (tisim.policy.closed_loop) its open-loop
+    system's, whose body it is."""
+    cls = type(system)
+    return (getattr(cls, "OPEN_LOOP", None) or cls).__name__
+
+
 def orbit(system, traj, scene, *, every=20, rounds=None, distance=None, height=None):
     """Replay batch element 0 of a 3D rollout in ``scene`` (a tisim.scene.Scene, a window where a display exists),
     the camera circling the body's centre at `distance` and `height` [m] above it, until the window is closed or
     `rounds` replays were shown. By default the distance is the one at which the whole rollout fills the picture
     (look_at_rollout) and the height 0.4 of it. Returns the number shown."""
-    name = type(system).__name__
+    name = drawn_as(system)
     if name not in DRAW3D or system.sizes.get("dim") != 3:
         raise ValueError(f"orbit: needs a 3D simulator with a 3D drawing ({sorted(DRAW3D)}), got {name}")
     one, theta = _looks(system, traj, None, name, 0)
@@ -401,7 +408,7 @@ def frames(system, traj, params=None, *, batch_index=0, every=1, size=(320, 240)
     looking from ``direction``, frames the whole rollout, its obstacles and marks (look_at_rollout), unless camera =
     (position, target) [m] is given (to show several rollouts alike).
     """
-    name = system if isinstance(system, str) else type(system).__name__
+    name = system if isinstance(system, str) else drawn_as(system)
     if name not in DRAW:
         raise ValueError(f"frames: no drawing for {name!r}; DRAW has {sorted(DRAW)}." + near_miss(name, list(DRAW)))
     if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
