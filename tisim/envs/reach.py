@@ -21,6 +21,7 @@ import numpy as np
 from tisim.envs.simulated import SimulatedEnv, box
 from tisim.systems.articulation import Articulation, load_mjcf
 from tisim.systems.articulation.kinematics import body_poses
+from tisim.systems.articulation.system import body_positions
 
 ARENA = 0.3  # [m] half the width of the reacher's arena (its walls)
 
@@ -49,6 +50,7 @@ class Reacher(SimulatedEnv):
         names = self.tree.body_names
         self._fingertip, self._target = names.index("fingertip"), names.index("target")
         self._target_home = self.tree.pos[self._target][:2]  # where the target's slides put it at q = 0
+        self._places = body_positions(self.tree)  # every body's place, computed for a batch at once
         self.action_space = box([-1.0, -1.0], [1.0, 1.0])
         self.observation_space = box([-1.0] * 4 + [-np.inf] * 6, [1.0] * 4 + [np.inf] * 6)
         super().__init__(render_mode, episode_steps=episode_steps)
@@ -72,9 +74,8 @@ class Reacher(SimulatedEnv):
 
     def points(self, q):
         """The fingertip's and the target's positions in the world (n, 3) each, at coordinates q (n, 4)."""
-        poses = [body_poses(self.tree, row)[0] for row in q]
-        return (np.array([xpos[self._fingertip] for xpos in poses]),
-                np.array([xpos[self._target] for xpos in poses]))
+        places = self._places.numpy(q).reshape(len(q), -1, 3)  # the world left out: body b is column b - 1
+        return places[:, self._fingertip - 1], places[:, self._target - 1]
 
     def observe(self, state):
         q, qd = state["q"], state["qd"]
