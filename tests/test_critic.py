@@ -156,29 +156,3 @@ def test_the_value_gradient_through_centred_and_clock_features():
             np.testing.assert_allclose(grad[name][(slice(None),) + index], central, rtol=1e-6, atol=1e-9,
                                        err_msg=f"{name}{index}")
     np.testing.assert_allclose(value, critic.value(critic.observations(states, mean, scale)), rtol=1e-14)
-
-
-def test_the_value_gradient_through_an_observable():
-    # dV/dq through where the double pendulum's bodies are (Articulation's body_positions, differentiated by the
-    # complex step) against central differences of the value
-    from tisim.systems.articulation import Articulation
-
-    observable = Articulation(horizon=1).observable("body_positions")
-    policy = Policy([("q", (2,)), ("qd", (2,))], [0, 1], (4,), 2, None, observed=(observable,))
-    assert policy.n_observations == 6 + 6
-    critic = Critic(lambda traj: None, hidden=(5,))
-    critic.attach(policy)
-    rng = np.random.default_rng(8)
-    critic.weights = critic.network.initial_weights(4, scale=2.0)
-    states = {"q": rng.uniform(-2, 2, size=(4, 2)), "qd": rng.normal(size=(4, 2))}
-    mean, scale = rng.normal(size=policy.n_observations) * 0.1, rng.uniform(0.2, 2.0, policy.n_observations)
-    _, grad = critic.value_gradient(states, mean, scale)
-    step = 1e-6
-    for name, array in states.items():
-        for index in range(2):
-            up, down = ({**states, name: array.copy()} for _ in range(2))
-            up[name][:, index] += step
-            down[name][:, index] -= step
-            central = (critic.value(critic.observations(up, mean, scale))
-                       - critic.value(critic.observations(down, mean, scale))) / (2 * step)
-            np.testing.assert_allclose(grad[name][:, index], central, rtol=1e-6, atol=1e-9, err_msg=f"{name}{index}")

@@ -91,10 +91,6 @@ class System:
          state where it is evaluated, the parameters and the action of step t through s (a
          ``tisim.core.access.Rates``): the continuous adjoint (method="continuous_adjoint")
          integrates its transposed Jacobian backward in time (tisim/autodiff/continuous_adjoint.py).
-
-    A system whose policies should see quantities its state holds only implicitly (a fingertip's place) declares
-      6. OBSERVABLES, Quantity rows (name, unit, meaning, shape), and ``observable(self, name)`` returning each as a
-         ``tisim.core.observables.Observable``, which ``tisim.closed_loop(..., observe=(name,))`` reads.
     """
 
     PARAMS = ()
@@ -107,15 +103,10 @@ class System:
     FUSED = {}
     REVERSES = {}
     SCRATCH = ()
-    OBSERVABLES = ()
 
     def topology(self):
         """{name: table or constant} of structure beyond sizes and options (see the class docstring)."""
         return {}
-
-    def observable(self, name):
-        """The ``Observable`` declared as ``name`` in OBSERVABLES (see the class docstring)."""
-        raise ValueError(f"{type(self).__name__} declares no observable {name!r}")
 
     def events(self, traj):
         """{name: bool array (B, T+1)}: when each non-smooth switch of the system (a contact, a stick) is on, read

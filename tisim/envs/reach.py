@@ -19,9 +19,8 @@ import os
 import numpy as np
 
 from tisim.envs.simulated import SimulatedEnv, box
-from tisim.systems.articulation import Articulation, load_mjcf
+from tisim.systems.articulation import Articulation, dynamics, load_mjcf
 from tisim.systems.articulation.kinematics import body_poses
-from tisim.systems.articulation.system import body_positions
 
 ARENA = 0.3  # [m] half the width of the reacher's arena (its walls)
 
@@ -50,7 +49,7 @@ class Reacher(SimulatedEnv):
         names = self.tree.body_names
         self._fingertip, self._target = names.index("fingertip"), names.index("target")
         self._target_home = self.tree.pos[self._target][:2]  # where the target's slides put it at q = 0
-        self._places = body_positions(self.tree)  # every body's place, computed for a batch at once
+        self._frames = dynamics.structure_of(self.tree), dynamics.params_of(self.tree)
         self.action_space = box([-1.0, -1.0], [1.0, 1.0])
         self.observation_space = box([-1.0] * 4 + [-np.inf] * 6, [1.0] * 4 + [np.inf] * 6)
         super().__init__(render_mode, episode_steps=episode_steps)
@@ -74,8 +73,10 @@ class Reacher(SimulatedEnv):
 
     def points(self, q):
         """The fingertip's and the target's positions in the world (n, 3) each, at coordinates q (n, 4)."""
-        places = self._places.numpy(q).reshape(len(q), -1, 3)  # the world left out: body b is column b - 1
-        return places[:, self._fingertip - 1], places[:, self._target - 1]
+        q = np.asarray(q, dtype=np.float64)
+        _, origin, _ = dynamics.kinematics(*self._frames, [q[:, c] for c in range(q.shape[1])], dynamics.NUMPY)
+        return (np.stack(np.broadcast_arrays(*origin[self._fingertip]), axis=1),
+                np.stack(np.broadcast_arrays(*origin[self._target]), axis=1))
 
     def observe(self, state):
         q, qd = state["q"], state["qd"]

@@ -55,7 +55,7 @@ class Policy:
 
     Hashable by value: simulators of equal policies share one model and its compiled kernels."""
 
-    def __init__(self, shapes, angle_entries, hidden, n_actions, limit, centred=(), clock=None, observed=()):
+    def __init__(self, shapes, angle_entries, hidden, n_actions, limit, centred=(), clock=None):
         self.shapes = tuple((name, tuple(shape)) for name, shape in shapes)  # the states, in packed order
         self.angle_entries = tuple(sorted(angle_entries))
         self.centred = tuple(centred)  # names of item tables observed relative to their centroid
@@ -66,10 +66,6 @@ class Policy:
             offsets[name] = n_state
             n_state += int(np.prod(shape, dtype=int))
         self.n_state = n_state
-        # the observables (functions of one state each): (offset of their state, its entries, the Observable)
-        self.observed = tuple(observed)
-        self.observed_slots = tuple((offsets[o.state], int(np.prod(dict(self.shapes)[o.state], dtype=int)), o)
-                                    for o in self.observed)
         # the centroids the observation subtracts, (offset, items, item width, coordinate) each
         self.centroids = tuple((offsets[name], shape[0], int(np.prod(shape[1:], dtype=int)), c)
                                for name, shape in self.shapes if name in self.centred and shape[0]
@@ -79,9 +75,8 @@ class Policy:
             for j in range(items):
                 centroid_of[offset + j * width + c] = index
         # phi(x, t) as (state entry, kind, extra) triples in order: kind 0 the entry, 1 and 2 an angle's sine and
-        # cosine, 3 the entry less its centroid (extra: which), then 6 the observables' values (entry: the first of
-        # the state it reads; extra: the value's place among all observables' values), and last 4 and 5 the clock's
-        # sine and cosine (extra: the harmonic)
+        # cosine, 3 the entry less its centroid (extra: which), 4 and 5 the clock's sine and cosine (extra: the
+        # harmonic), which come last
         plan, observed = [], n_state - (clock is not None)
         for k in range(observed):
             if k in self.angle_entries:
@@ -90,9 +85,6 @@ class Policy:
                 plan.append((k, 3, centroid_of[k]))
             else:
                 plan.append((k, 0, 0))
-        for offset, _, observable in self.observed_slots:
-            first = sum(kind == 6 for _, kind, _ in plan)
-            plan += [(offset, 6, first + i) for i in range(observable.size)]
         if clock is not None:
             plan += [(observed, kind, h) for h in range(1, clock[1] + 1) for kind in (4, 5)]
         self.plan = tuple(plan)
@@ -102,8 +94,7 @@ class Policy:
         self.squashed = limit is not None  # (Taichi's compiler does not take `is not` even in ti.static)
 
     def _key(self):
-        return (self.shapes, self.angle_entries, self.centred, self.clock, self.observed, self.network.sizes,
-                self.limit)
+        return (self.shapes, self.angle_entries, self.centred, self.clock, self.network.sizes, self.limit)
 
     def __eq__(self, other):
         return isinstance(other, Policy) and other._key() == self._key()
@@ -131,8 +122,6 @@ class Policy:
         packed = self.pack(states)
         centroids = [packed[..., offset + c:offset + items * width:width].mean(axis=-1)
                      for offset, items, width, c in self.centroids]
-        seen = [observable.numpy(packed[..., offset:offset + n]) for offset, n, observable in self.observed_slots]
-        seen = np.concatenate(seen, axis=-1) if seen else None
         columns = []
         for k, kind, extra in self.plan:
             value = packed[..., k]
@@ -145,8 +134,6 @@ class Policy:
             elif kind in (4, 5):
                 angle = 2 * np.pi * extra * self.clock[0] * value
                 value = np.sin(angle) if kind == 4 else np.cos(angle)
-            elif kind == 6:
-                value = seen[..., extra]
             columns.append(value)
         return np.stack(columns, axis=-1)
 
@@ -162,15 +149,14 @@ class Policy:
         b = s.b
         mean, scale = ti.static(s.model.P.obs_mean, s.model.P.obs_scale)
         centre = self.centres(s.x, b, s.t)
-        seen = ti.Vector(ti.static(self.seen(s.x, b, s.t)))
-        phi = ti.Vector([self.feature(s, centre, seen, k, kind, extra) for k, kind, extra in ti.static(self.plan)])
+        phi = ti.Vector([self.feature(s, centre, k, kind, extra) for k, kind, extra in ti.static(self.plan)])
         return ti.Vector([(phi[k] - s.theta[b, mean + k]) / s.theta[b, scale + k]
                           for k in ti.static(range(self.n_observations))])
 
     @ti.func
-    def feature(self, s: ti.template(), centre, seen, k: ti.template(), kind: ti.template(), extra: ti.template()):
+    def feature(self, s: ti.template(), centre, k: ti.template(), kind: ti.template(), extra: ti.template()):
         # one entry of phi (the plan's kinds): the state entry itself, an angle's sine or cosine, the entry less its
-        # centroid, an observable's value, or a harmonic of the clock
+        # centroid, or a harmonic of the clock
         value = s.x[s.b, s.t, k]
         if ti.static(kind == 1):
             value = ti.sin(value)
@@ -182,17 +168,7 @@ class Policy:
             value = ti.sin(ti.static(2 * np.pi * extra * self.clock[0]) * value)
         elif ti.static(kind == 5):
             value = ti.cos(ti.static(2 * np.pi * extra * self.clock[0]) * value)
-        elif ti.static(kind == 6):
-            value = seen[extra]
         return value
-
-    def seen(self, x, b, t):
-        # the observables' values as Taichi expressions, at compile time (one dummy entry where there are none:
-        # Taichi has no empty vectors)
-        values = []
-        for offset, n, observable in self.observed_slots:
-            values += observable.taichi([entry(x, b, t, offset + c) for c in range(n)])
-        return values or [0.0]
 
     @ti.func
     def centres(self, x: ti.template(), b, t):
@@ -207,11 +183,6 @@ class Policy:
         if ti.static(self.squashed):
             out = self.limit * ti.tanh(out)
         return out
-
-
-@ti.func
-def entry(x: ti.template(), b, t, k: ti.template()):
-    return x[b, t, k]
 
 
 @ti.func
@@ -233,7 +204,7 @@ def closed_loop_step(self, s: ti.template()):
 
 
 @functools.lru_cache(maxsize=None)
-def closed_loop_class(system, hidden, limit, angles, centred, clock, observe):
+def closed_loop_class(system, hidden, limit, angles, centred, clock):
     """The closed-loop class of an open-loop system class for one policy shape (cached: equal arguments give the same
     class, so their simulators share models)."""
     name = system.__name__
@@ -248,17 +219,9 @@ def closed_loop_class(system, hidden, limit, angles, centred, clock, observe):
                              f"got {table!r}")
         if table in angles:
             raise ValueError(f"closed_loop: {table!r} is named both in angles and in centred")
-    observables = [q.name for q in system.OBSERVABLES]
-    for wanted in observe:
-        if wanted not in observables:
-            raise ValueError(f"closed_loop: observe names observables of {name} ({observables or 'it declares none'}); "
-                             f"got {wanted!r}")
-    if observe and system.PHASES:
-        raise ValueError(f"closed_loop: observe is not available for {name}, whose step is made of phases")
     states = tuple(system.STATE) + ((Quantity("clock", 0.0, "s", "the time the policy's clock reads, advanced by "
                                               "dt each step"),) if clock is not None else ())
     shape = (states, system.ACTION, hidden, limit, angles, centred, clock)
-    declared = {q.name: q for q in system.OBSERVABLES}
     derived = ("n_policy", "n_observations") + (("n_networks", "n_applied", "n_units", "n_centres")
                                                 if system.PHASES else ())
 
@@ -270,22 +233,18 @@ def closed_loop_class(system, hidden, limit, angles, centred, clock, observe):
             self.set_params(w_policy=self.model.policy.network.initial_weights(seed))
 
     def derived_sizes(sizes):
-        policy = _policy(sizes, *shape)  # without the observables, whose laws need the simulator
-        seen = Layout(tuple(declared[name] for name in observe), sizes, "observable").size
-        network = MLP((policy.n_observations + seen, *policy.network.sizes[1:]))
+        policy = _policy(sizes, *shape)
         extra = dict(n_networks=1, n_applied=policy.network.sizes[-1], n_units=units(policy)[2],
                      n_centres=len(policy.centroids)) if system.PHASES else {}
-        return {"n_policy": network.n_weights, "n_observations": network.sizes[0], **extra}
+        return {"n_policy": policy.network.n_weights, "n_observations": policy.n_observations, **extra}
 
     def topology(self):
-        return {**system.topology(self), "policy": _policy(self.sizes, *shape,
-                                                           tuple(self.observable(name) for name in observe))}
+        return {**system.topology(self), "policy": _policy(self.sizes, *shape)}
 
     namespace = {
         "__init__": __init__,
         "__doc__": f"{name} acting through a policy network in every step (tisim.learn.policy): "
-                   f"hidden={hidden}, limit={limit}, angles={angles}, centred={centred}, clock={clock}, "
-                   f"observe={observe}.",
+                   f"hidden={hidden}, limit={limit}, angles={angles}, centred={centred}, clock={clock}.",
         "__module__": __name__,
         "STATE": states,
         "PARAMS": system.PARAMS + (
@@ -324,17 +283,17 @@ def closed_loop_class(system, hidden, limit, angles, centred, clock, observe):
     return type("ClosedLoop" + name, (system,), namespace)
 
 
-def _policy(sizes, states, actions, hidden, limit, angles, centred, clock, observed=()):
+def _policy(sizes, states, actions, hidden, limit, angles, centred, clock):
     # the Policy of one structure: the state's size and the angles' entries follow from the sizes
     state, action = Layout(states, sizes, "state"), Layout(actions, sizes, "action")
     entries = []
     for angle in angles:
         first = state.offsets[angle]
         entries += range(first, first + int(np.prod(state.shapes[angle], dtype=int)))
-    return Policy(list(state.shapes.items()), entries, hidden, action.size, limit, centred, clock, observed)
+    return Policy(list(state.shapes.items()), entries, hidden, action.size, limit, centred, clock)
 
 
-def closed_loop(system, *, hidden=(32,), limit=None, angles=(), centred=(), clock=None, observe=()):
+def closed_loop(system, *, hidden=(32,), limit=None, angles=(), centred=(), clock=None):
     """The class of ``system`` (an open-loop system class) acting through a policy network.
 
     hidden: the widths of the network's tanh layers, () for a linear policy. limit: bound of each action entry
@@ -342,9 +301,7 @@ def closed_loop(system, *, hidden=(32,), limit=None, angles=(), centred=(), cloc
     through their sine and cosine. centred: names of states that are tables of items (a body's particle
     positions) observed relative to their centroid, so the policy does not see where the body is. clock:
     (frequency [Hz], harmonics H) adds sin(2 pi h f t) and cos(2 pi h f t), h = 1..H, of the time since the
-    rollout's start (DiffTaichi's walkers read such waves), or None. observe: names of the system's OBSERVABLES
-    (functions of the state: Articulation's ``body_positions``, where each body is) observed after the state's
-    entries. Returns a system class taking (horizon,
+    rollout's start (DiffTaichi's walkers read such waves), or None. Returns a system class taking (horizon,
     batch=1, dt=None, seed=0, **values), seed drawing the initial weights (see the module docstring).
     """
     if not (isinstance(system, type) and issubclass(system, System)):
@@ -368,7 +325,6 @@ def closed_loop(system, *, hidden=(32,), limit=None, angles=(), centred=(), cloc
     if isinstance(centred, str):
         centred = (centred,)
     centred = tuple(centred)
-    observe = (observe,) if isinstance(observe, str) else tuple(observe)
     if clock is not None:
         try:
             frequency, harmonics = clock
@@ -383,7 +339,7 @@ def closed_loop(system, *, hidden=(32,), limit=None, angles=(), centred=(), cloc
         clock = (float(frequency), int(harmonics))
     if getattr(system, "OPEN_LOOP", None) is not None:
         raise TypeError(f"closed_loop: {system.__name__} is already closed-loop")
-    return closed_loop_class(system, hidden, limit, angles, centred, clock, observe)
+    return closed_loop_class(system, hidden, limit, angles, centred, clock)
 
 
 def normalization(sim, states):

@@ -87,24 +87,14 @@ class Critic:
 
     def value_gradient(self, states, mean, scale):
         """(V, dV/dx) at states {name: (B, *shape)}: dV/dx as {name: (B, *shape)}, through the observation's
-        normalization, the sines and cosines of the angles and the observables."""
+        normalization and the sines and cosines of the angles."""
         inputs = self.observations(states, mean, scale)
         layers = self._forward(self.weights, inputs)
         _, input_bar = self._backward(self.weights, layers, np.ones((len(inputs), 1)))
         phi_bar = input_bar / scale
         packed = self.policy.pack(states)
         x_bar = np.zeros_like(packed)
-        # the observables' Jacobians with respect to their states' entries, (B, size, n) each, side by side
-        jacobians = [(offset, n, observable.jacobian(packed[:, offset:offset + n]))
-                     for offset, n, observable in self.policy.observed_slots]
         for column, (k, kind, extra) in enumerate(self.policy.plan):
-            if kind == 6:  # an observable's value: through its Jacobian
-                for offset, n, jacobian in jacobians:
-                    if extra < jacobian.shape[1]:
-                        x_bar[:, offset:offset + n] += phi_bar[:, column, None] * jacobian[:, extra]
-                        break
-                    extra -= jacobian.shape[1]
-                continue
             if kind in (0, 3):
                 slope = 1.0
             elif kind in (1, 2):  # an angle's sine and cosine

@@ -28,7 +28,6 @@ import taichi as ti
 from tisim.core.engine import System
 from tisim.core.losses import Custom
 from tisim.core.model import check_derived, check_run
-from tisim.core.observables import Observable
 from tisim.core.quantities import Quantity
 from tisim.physics import contact
 from tisim.systems.articulation import dynamics
@@ -64,19 +63,6 @@ def friction(vt, fn, mu, eps):
 
 TAICHI = dynamics.Ops(ti.sin, ti.cos, ti.sqrt, bind, lambda x, low, high: ti.min(ti.max(x, low), high), ti.max,
                       ti.select, contact.penalty_normal_soft_compression, friction)
-
-
-def body_positions(tree):
-    """The Observable of where each body of the tree is: the origins of the bodies' frames in the world, (x, y, z)
-    body after body (the world left out), a function of q, the tree's frames at their initial values."""
-    structure, frames = dynamics.structure_of(tree), dynamics.params_of(tree)
-
-    def law(q, ops):
-        _, origin, _ = dynamics.kinematics(structure, frames, q, ops)
-        return [coordinate for body in origin[1:] for coordinate in body]
-
-    key = (structure, tuple(np.asarray(value, dtype=np.float64).tobytes() for value in frames))
-    return Observable("q", 3 * (len(tree.parent) - 1), law, dynamics.NUMPY, TAICHI, key)
 
 
 def double_pendulum():
@@ -140,8 +126,6 @@ class Articulation(System):
     ACTION = (Quantity("ctrl", 0.0, "-", "each motor's action (its force is gear x ctrl, ctrl clamped to its range; "
                        "a tree without motors has one that drives nothing)", shape=("n_actuators",)),)
     STRUCTURE = ("n_bodies", "n_joints", "n_coordinates", "n_dofs", "n_actuators", "n_geoms")
-    OBSERVABLES = (Quantity("body_positions", 0.0, "m", "the origin of every body's frame in the world, body after "
-                            "body (the tree's frames at their initial values)", shape=("n_bodies", 3)),)
 
     def __init__(self, horizon, batch=1, dt=None, tree=None, ignore=(), **values):
         check_run("Articulation", horizon, batch, dt)
@@ -181,13 +165,6 @@ class Articulation(System):
 
     def topology(self):
         return dict(structure=dynamics.structure_of(self.tree))
-
-    def observable(self, name):
-        """``body_positions``: where each body is, a function of q (a policy that sees where the fingertip is
-        relative to the target). As ``point_target``, it takes the tree's frames at their initial values."""
-        if name != "body_positions":
-            return super().observable(name)
-        return body_positions(self.tree)
 
     def parameters(self, s):
         """The tree's parameters as dynamics.Params of Taichi expressions (at compile time: bodies and joints are
