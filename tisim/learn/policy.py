@@ -229,6 +229,11 @@ def closed_loop_class(system, hidden, limit, angles, centred, clock):
         check_count(f"closed_loop({name})", "seed", seed, minimum=0)
         check_derived(f"closed_loop({name})", values, {key: "it follows from the policy's shape" for key in derived})
         system.__init__(self, horizon, batch, dt, **values)
+        if system.PHASES and not self.phases:
+            raise ValueError(f"closed_loop({name}): with {self.options} its step is not made of phases, and it reads "
+                             f"its action in a loop whose reverse mode Taichi 1.7 gets wrong when the action comes "
+                             f"from a network inside the step; close the loop with the options that make it phased "
+                             f"(Rigid2D: contact='qp')")
         if "w_policy" not in values:
             self.set_params(w_policy=self.model.policy.network.initial_weights(seed))
 
@@ -263,10 +268,21 @@ def closed_loop_class(system, hidden, limit, angles, centred, clock):
         # the policy acts once a step, in a first phase of one item, into kept scratch that the action accessor adds
         # to u (tisim/core/access.py), and its hand-written reverse keeps a backward pass of hand-written reverses
         # one launch on a CPU
+        def closed(phases):
+            # the phased step's declarations with the policy's phase first
+            return dict(PHASES=(("feedback", "n_networks"),) + tuple(phases), APPLIED="policy_action",
+                        REVERSES={**system.REVERSES, "feedback": ("feedback_reverse", "n_networks")},
+                        FUSED={**system.FUSED, "feedback": ("feedback_fused", "n_networks")})
+
+        if isinstance(system.PHASES, property):
+            # phases for some options only (Rigid2D's: contact="qp"); with the others __init__ refuses
+            opened, plain = system.PHASES.fget, dict(PHASES=(), APPLIED=None, REVERSES=system.REVERSES,
+                                                     FUSED=system.FUSED)
+            namespace.update({key: property(lambda self, key=key: (closed(opened(self)) if opened(self) else
+                                                                    plain)[key]) for key in plain})
+        else:
+            namespace.update(closed(system.PHASES))
         namespace.update(
-            PHASES=(("feedback", "n_networks"),) + tuple(system.PHASES),
-            REVERSES={**system.REVERSES, "feedback": ("feedback_reverse", "n_networks")},
-            FUSED={**system.FUSED, "feedback": ("feedback_fused", "n_networks")},
             SCRATCH=tuple(system.SCRATCH) + (
                 Scratch("policy_action", "-", "the policy's output in the step, per packed action entry",
                         shape=("n_applied",), assigned=True),
@@ -274,7 +290,6 @@ def closed_loop_class(system, hidden, limit, angles, centred, clock):
                         "the output before the limit", shape=("n_units",), assigned=True),
                 Scratch("policy_centre", "-", "the centroid of each centred table's coordinates",
                         shape=("n_centres",), assigned=True)),
-            APPLIED="policy_action",
             feedback=feedback,
             feedback_fused=feedback_fused,
             feedback_reverse=feedback_reverse)
