@@ -58,6 +58,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/sweep.py
 	$(PY) benchmarks/envs.py
 	$(PY) benchmarks/policy_baselines.py
+	$(PY) benchmarks/policy_baselines_reacher.py
 	$(PY) benchmarks/peers_articulation.py
 
 clean:

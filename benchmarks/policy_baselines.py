@@ -53,6 +53,8 @@ class Score:
     act(observations (n, 5)) -> actions (n, 1) in [-1, 1]; also the share that ends balanced (the pole within 0.2
     rad of upright through the last second)."""
 
+    SECOND = "balanced"
+
     def __init__(self):
         import gymnasium
 
@@ -74,19 +76,20 @@ class Score:
 
 
 class Curve:
-    """Score against environment steps and training seconds; the scoring's time is not training time."""
+    """Score against environment steps and training seconds; the scoring's time is not training time. The score
+    gives (return, a second figure named score.SECOND)."""
 
     def __init__(self, score):
         self.score, self.start, self.paused = score, time.perf_counter(), 0.0
-        self.data = {"steps": [], "seconds": [], "return": [], "balanced": []}
+        self.data = {"steps": [], "seconds": [], "return": [], score.SECOND: []}
 
     def record(self, steps, act):
         pause = time.perf_counter()
-        value, balanced = self.score(act)
+        value, second = self.score(act)
         self.data["steps"].append(int(steps))
         self.data["seconds"].append(pause - self.start - self.paused)
         self.data["return"].append(value)
-        self.data["balanced"].append(balanced)
+        self.data[self.score.SECOND].append(second)
         self.paused += time.perf_counter() - pause
         return value
 
@@ -124,7 +127,7 @@ def run_shac(d, seed, iterations, score):
     return curve.data
 
 
-def sb3_vector_env(num_envs, seed):
+def sb3_vector_env(num_envs, seed, task=TASK):
     """tisim's SimulatedVectorEnv (the environments as one simulator's batch) behind stable-baselines3's VecEnv
     interface: SB3 expects a finished environment reset within step, its last observation in the info."""
     import gymnasium
@@ -134,7 +137,7 @@ def sb3_vector_env(num_envs, seed):
 
     class TisimVecEnv(VecEnv):
         def __init__(self):
-            self.env = gymnasium.make_vec(TASK, num_envs=num_envs)
+            self.env = gymnasium.make_vec(task, num_envs=num_envs)
             super().__init__(num_envs, self.env.single_observation_space, self.env.single_action_space)
             self.first_seed = seed
 
@@ -176,14 +179,14 @@ def sb3_vector_env(num_envs, seed):
     return TisimVecEnv()
 
 
-def run_ppo(seed, total_steps, score):
+def run_ppo(seed, total_steps, score, task=TASK):
     import torch
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.vec_env import VecNormalize
 
     torch.set_num_threads(1)
-    env = VecNormalize(sb3_vector_env(ENVIRONMENTS, seed), gamma=0.99)
+    env = VecNormalize(sb3_vector_env(ENVIRONMENTS, seed, task), gamma=0.99)
     model = PPO("MlpPolicy", env, n_steps=256, batch_size=256, n_epochs=10, learning_rate=3e-4, gamma=0.99,
                 gae_lambda=0.95, clip_range=0.2, ent_coef=0.0,
                 policy_kwargs=dict(net_arch=dict(pi=[64, 64], vf=[64, 64]), activation_fn=torch.nn.Tanh),
@@ -191,7 +194,7 @@ def run_ppo(seed, total_steps, score):
     curve = Curve(score)
     every = max(total_steps // 20, ENVIRONMENTS * 256)
 
-    def act(obs):
+    def act(obs, state=None):
         action, _ = model.predict(env.normalize_obs(obs), deterministic=True)
         return action
 
