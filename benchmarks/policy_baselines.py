@@ -248,6 +248,37 @@ def reach(curve, level):
     return None
 
 
+def summary(curves, digits=0, second=None):
+    """(rows, level, a markdown table) of the curves {method: [curve per seed]}: per method the median final return
+    (and of the score's second figure, when named), the steps, the median seconds, and per seed the steps and
+    seconds to the level, PPO's median final return (None without PPO)."""
+    level = float(np.median([c["return"][-1] for c in curves["ppo"]])) if "ppo" in curves else None
+    rows = []
+    for method, runs in curves.items():
+        row = {"method": method, "final_return_median": float(np.median([c["return"][-1] for c in runs]))}
+        if second:
+            row[f"final_{second}_median"] = float(np.median([c[second][-1] for c in runs]))
+        row.update(final_steps=runs[0]["steps"][-1],
+                   final_seconds_median=float(np.median([c["seconds"][-1] for c in runs])))
+        if level is not None:
+            reached = [reach(c, level) for c in runs]
+            row["reaches_ppo_final"] = [None if r is None else {"steps": r[0], "seconds": r[1]} for r in reached]
+        rows.append(row)
+    named = [f"median final {second}"] if second else []
+    lines = ["| " + " | ".join(["method", "median final return", *named, "environment steps", "median seconds",
+                                "steps and seconds to PPO's final return, per seed"]) + " |",
+             "|" + "---|" * (5 + len(named))]
+    for row in rows:
+        reached = row.get("reaches_ppo_final")
+        cell = "" if reached is None else ", ".join("not reached" if r is None else
+                                                    f"{r['steps']:,} / {r['seconds']:.0f} s" for r in reached)
+        figures = [f"{row['final_return_median']:.{digits}f}"] + \
+            ([f"{row[f'final_{second}_median']:.3f}"] if second else [])
+        lines.append("| " + " | ".join([row["method"], *figures, f"{row['final_steps']:,}",
+                                        f"{row['final_seconds_median']:.0f}", cell]) + " |")
+    return rows, level, "\n".join(lines)
+
+
 def main():
     parser = argparse.ArgumentParser(description="SHAC through the simulator against PPO and CEM on the cart-pole "
                                                  "swing-up.")
@@ -282,27 +313,7 @@ def main():
                   f"{curve['steps'][-1]:,} environment steps, {curve['seconds'][-1]:.0f} s of training; balanced "
                   f"{100 * curve['balanced'][-1]:.0f}%", flush=True)
 
-    rows = []
-    level = None
-    if "ppo" in curves:  # PPO's final return, the median over seeds: what the others are asked to reach
-        level = float(np.median([c["return"][-1] for c in curves["ppo"]]))
-    for method, runs in curves.items():
-        row = {"method": method, "final_return_median": float(np.median([c["return"][-1] for c in runs])),
-               "final_steps": runs[0]["steps"][-1],
-               "final_seconds_median": float(np.median([c["seconds"][-1] for c in runs]))}
-        if level is not None:
-            reached = [reach(c, level) for c in runs]
-            row["reaches_ppo_final"] = [None if r is None else {"steps": r[0], "seconds": r[1]} for r in reached]
-        rows.append(row)
-    lines = ["| method | median final return | environment steps | median seconds | steps and seconds to PPO's "
-             "final return, per seed |", "|---|---|---|---|---|"]
-    for row in rows:
-        reached = row.get("reaches_ppo_final")
-        cell = "" if reached is None else ", ".join("not reached" if r is None else
-                                                    f"{r['steps']:,} / {r['seconds']:.0f} s" for r in reached)
-        lines.append(f"| {row['method']} | {row['final_return_median']:.0f} | {row['final_steps']:,} | "
-                     f"{row['final_seconds_median']:.0f} | {cell} |")
-    table = "\n".join(lines)
+    rows, level, table = summary(curves)
     print(table)
 
     import stable_baselines3

@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 from machine import describe
-from policy_baselines import ONE_THREAD, Curve, reach, run_ppo
+from policy_baselines import ONE_THREAD, Curve, run_ppo, summary
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EPISODES, EVALUATION_SEED, TASK = 64, 1000, "tisim/Reacher-v0"
@@ -132,27 +132,7 @@ def main():
                   f"{curve['distance_m'][-1]:.3f} m, after {curve['steps'][-1]:,} environment steps, "
                   f"{curve['seconds'][-1]:.0f} s of training", flush=True)
 
-    rows, level = [], None
-    if "ppo" in curves:  # PPO's final return, the median over seeds: what APG is asked to reach
-        level = float(np.median([c["return"][-1] for c in curves["ppo"]]))
-    for method, runs in curves.items():
-        row = {"method": method, "final_return_median": float(np.median([c["return"][-1] for c in runs])),
-               "final_distance_median_m": float(np.median([c["distance_m"][-1] for c in runs])),
-               "final_steps": runs[0]["steps"][-1],
-               "final_seconds_median": float(np.median([c["seconds"][-1] for c in runs]))}
-        if level is not None:
-            reached = [reach(c, level) for c in runs]
-            row["reaches_ppo_final"] = [None if r is None else {"steps": r[0], "seconds": r[1]} for r in reached]
-        rows.append(row)
-    lines = ["| method | median final return | median final distance [m] | environment steps | median seconds | "
-             "steps and seconds to PPO's final return, per seed |", "|---|---|---|---|---|---|"]
-    for row in rows:
-        reached = row.get("reaches_ppo_final")
-        cell = "" if reached is None else ", ".join("not reached" if r is None else
-                                                    f"{r['steps']:,} / {r['seconds']:.0f} s" for r in reached)
-        lines.append(f"| {row['method']} | {row['final_return_median']:.2f} | {row['final_distance_median_m']:.3f} | "
-                     f"{row['final_steps']:,} | {row['final_seconds_median']:.0f} | {cell} |")
-    table = "\n".join(lines)
+    rows, level, table = summary(curves, digits=2, second="distance_m")
     print(table)
 
     import stable_baselines3
