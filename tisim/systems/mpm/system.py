@@ -387,7 +387,7 @@ class MPM(Transfers, Readouts, System):
         else:
             s.accumulate("deformation", p, F)
         fibre = F @ ti.Vector.unit(self.dim, 1, float)
-        active = self.actuated[p] * s.action("activation", self.actuator_of[p])
+        active = self.activation(s, p)
         E, nu = s.param("E", g), s.param("nu", g)
         G, la = E / (2.0 * (1.0 + nu)), E * nu / ((1.0 + nu) * (1.0 - 2.0 * nu))
         tau = ti.static(materials.MATERIALS[self.material][0])(F, G, la) \
@@ -399,13 +399,28 @@ class MPM(Transfers, Readouts, System):
             s.accumulate("affine", p, affine)
 
     @ti.func
+    def activation(self, s: ti.template(), p):
+        """The activation of point p's fibres during the step: its actuator's action, 0 for a passive point."""
+        return self.actuated[p] * s.action("activation", self.actuator_of[p])
+
+    @ti.func
+    def add_activation(self, bar: ti.template(), p, value):
+        """Add the derivative `value` with respect to point p's activation into its actuator's action."""
+        bar.add_action("activation", self.actuator_of[p], self.actuated[p] * value)
+
+    @ti.func
     def grid(self, s: ti.template(), c):
+        s.assign("grid_velocity", c, self.walled(s, c))
+
+    @ti.func
+    def walled(self, s: ti.template(), c):
+        """Cell c's velocity after gravity and the walls."""
         free = self.free_velocity(s, c)
         # each wall stops the velocity into it; written as new locals, not stores into one (reverse mode warned of
         # loads before stores in that form)
         v = ti.Vector([free[k] * (1.0 - self.into_wall(c, free[k], k)) for k in ti.static(range(self.dim))])
         walls = ti.static(len(self.slowing_walls()))
-        s.assign("grid_velocity", c, self.slowed(s, c, free, v, walls))
+        return self.slowed(s, c, free, v, walls)
 
     @ti.func
     def grid_fused(self, s: ti.template(), c):
@@ -455,7 +470,7 @@ class MPM(Transfers, Readouts, System):
         F = self.admissible(s, deformed, g)
         fibre = F @ up
         strength = s.param("actuation")
-        active = self.actuated[p] * s.action("activation", self.actuator_of[p])
+        active = self.activation(s, p)
         E, nu = s.param("E", g), s.param("nu", g)
         G, la = E / (2.0 * (1.0 + nu)), E * nu / ((1.0 + nu) * (1.0 - 2.0 * nu))
         affine_bar = bar.scratch("affine", p)
@@ -469,7 +484,7 @@ class MPM(Transfers, Readouts, System):
         bar.add_state("F", p, (ti.Matrix.identity(float, self.dim) + dt * C).transpose() @ deformed_bar)
         bar.add_param("rho", g, self.volume * (affine_bar * C).sum())
         bar.add_param("actuation", 0, active * pull)
-        bar.add_action("activation", self.actuator_of[p], self.actuated[p] * strength * pull)
+        self.add_activation(bar, p, strength * pull)
         # G = E / (2 (1 + nu)) and lambda = E nu / ((1 + nu)(1 - 2 nu)), whose nu-derivative is E (1 + 2 nu^2) /
         # ((1 + nu)(1 - 2 nu))^2
         soft = (1.0 + nu) * (1.0 - 2.0 * nu)
@@ -478,7 +493,12 @@ class MPM(Transfers, Readouts, System):
 
     @ti.func
     def grid_reverse(self, s: ti.template(), bar: ti.template(), c):
-        v_bar = bar.scratch("grid_velocity", c)
+        self.walled_reverse(s, bar, c, bar.scratch("grid_velocity", c))
+
+    @ti.func
+    def walled_reverse(self, s: ti.template(), bar: ti.template(), c, walled_bar):
+        """The derivatives of walled(s, c) given walled_bar, the derivative of what it returned."""
+        v_bar = walled_bar
         if ti.abs(v_bar).max() > 0.0:  # else it adds nothing: no point's stencil reaches the cell, or with weight 0
             free = self.free_velocity(s, c)
             keep = ti.Vector([1.0 - self.into_wall(c, free[k], k) for k in ti.static(range(self.dim))])
