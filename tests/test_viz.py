@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from tisim import plots, systems, viz
+from tisim.systems.mpm import Tool
+from tisim.viz.raster import MARK, ROD
 
 SIZE = (320, 240)
 ROLLOUTS = {  # a short real rollout of every drawn system, from a start that moves
@@ -17,6 +19,7 @@ ROLLOUTS = {  # a short real rollout of every drawn system, from a start that mo
     "Rigid2D": dict(vx=[1.0], py=[0.5]),
     "MassSpring": dict(robot="worm"),
     "MPM": dict(),
+    "Shaping": dict(tools=[Tool.sphere([0.3, 0.2], 0.05)]),
 }
 
 
@@ -112,6 +115,29 @@ def test_frames_for_every_system(name):
     assert by_name[0].shape == (120, 160, 3) and by_name[-1].std() > 5
     if name != "MassSpring":  # by name, a mass-spring picture has no springs: they are structure, not parameters
         np.testing.assert_array_equal(viz.frames(name, traj, sim.params, every=5)[-1], pictures[-1])
+
+
+def test_a_tool_and_a_target_are_drawn():
+    """A shaping tool is drawn where it is, a rounded box (a capsule here: its end caps too); a target's points as
+    rings around empty centres, in the target's colour."""
+    sim = systems.Shaping(horizon=2, tools=[Tool.capsule([0.3, 0.5], 0.05, 0.02, axis=1)])
+    traj = sim.rollout()
+    state = {k: v[0, -1] for k, v in traj.items()}
+    params = {**{k: v[0] for k, v in sim.params.items()}, **sim.sizes}
+    images = []
+    for target in (np.zeros((0, 2)), np.array([[0.7, 0.6]])):
+        canvas = viz.Canvas(*SIZE, bounds=(0.0, 1.0, 0.0, 1.0))
+        viz.drawings.draw_shaping(canvas, state, {**params, "target": target})
+        images.append(canvas.image().astype(int))
+    for point in ([0.3, 0.5], [0.3, 0.565], [0.3, 0.435]):  # the centre and the two caps
+        assert pixel(canvas, images[1], point) == ROD, point
+    assert pixel(canvas, images[1], [0.3, 0.6]) != ROD  # beyond the cap
+    column, row = canvas.to_pixels([0.7, 0.6]).astype(int)
+    changed = np.abs(images[1] - images[0]).sum(axis=-1) > 0
+    assert changed[row - 3:row + 4, column - 3:column + 4].any() and not changed[row, column]
+    assert changed.sum() == changed[row - 4:row + 5, column - 4:column + 5].sum()  # nothing else
+    ring = images[1][changed]
+    assert np.all(ring[:, 1] > ring[:, 0]) and MARK[1] > MARK[0]  # green over red, as the target's colour
 
 
 def test_frames_by_name_fills_declared_defaults_and_rejects_unknown():

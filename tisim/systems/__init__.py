@@ -4,6 +4,7 @@ from tisim.systems.bouncing_ball import BouncingBall
 from tisim.systems.cartpole import Cartpole
 from tisim.systems.linear import Linear, ScalarLinear
 from tisim.systems.mass_spring.system import MassSpring
+from tisim.systems.mpm.shaping import Shaping
 from tisim.systems.mpm.system import MPM
 from tisim.systems.pendulum import DoublePendulum, Pendulum
 from tisim.systems.residual_pendulum import ResidualPendulum
@@ -23,6 +24,7 @@ __all__ = [
     "ResidualPendulum",
     "Rigid2D",
     "ScalarLinear",
+    "Shaping",
     "SlidingBlock",
     "StiffChain",
 ]

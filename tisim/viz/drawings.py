@@ -166,6 +166,22 @@ def draw_mpm(canvas, state, params):
         canvas.circle(p[:2], 1.5 / canvas.scale, BOB)
 
 
+def draw_shaping(canvas, state, params):
+    """MPM material shaped by tools: a target shape's points first, when params has one ("target", (N, 2)), as
+    rings, then the material and its tools, rounded boxes."""
+    for p in np.asarray(params.get("target", np.zeros((0, 2))), float):
+        canvas.circle(p[:2], 2.0 / canvas.scale, MARK, filled=False, width_px=1.0)
+    draw_mpm(canvas, state, params)
+    centres = np.asarray(state["tool_pos"], float).reshape(-1, 2)
+    halves = np.asarray(params["tool_half"], float).reshape(-1, 2)
+    for centre, half, radius in zip(centres, halves, np.ravel(params["tool_radius"])):
+        canvas.rectangle(centre, 2 * (half + [radius, 0.0]), 0.0, ROD)
+        canvas.rectangle(centre, 2 * (half + [0.0, radius]), 0.0, ROD)
+        if radius > 0:
+            for corner in ([-1, -1], [-1, 1], [1, -1], [1, 1]):
+                canvas.circle(centre + half * corner, radius, ROD)
+
+
 def balls(state, params):
     """[(centre, radius), ...] of a mass-spring simulator's free balls in one state (none if it has none)."""
     if "ball_pos" not in state or "ball_radius" not in params:
@@ -223,9 +239,22 @@ DRAW = {
     "Rigid2D": draw_rigid2d,
     "MassSpring": draw_mass_spring,
     "MPM": draw_mpm,
+    "Shaping": draw_shaping,
 }
 # 3D bodies: {state, params} -> what tisim.scene.Scene.render takes
-DRAW3D = {"MPM": points_mpm, "MassSpring": points_mass_spring}
+def points_shaping(state, params):
+    """A 3D material-point body and its tools: a tool without half extents as a sphere, any other as the box that
+    bounds it."""
+    picture = points_mpm(state, params)
+    centres = np.asarray(state["tool_pos"], float).reshape(-1, 3)
+    halves = np.asarray(params["tool_half"], float).reshape(-1, 3)
+    radii = np.ravel(params["tool_radius"])
+    picture["spheres"] = [(c, r) for c, h, r in zip(centres, halves, radii) if not np.any(h)]
+    picture["boxes"] = [(c, h + r) for c, h, r in zip(centres, halves, radii) if np.any(h)]
+    return picture
+
+
+DRAW3D = {"MPM": points_mpm, "MassSpring": points_mass_spring, "Shaping": points_shaping}
 
 
 def rollout_box(traj, params=None, marks=()):
@@ -257,7 +286,7 @@ def look_at_rollout(traj, params=None, size=(320, 240), marks=(), direction=(0.5
 CAPTION_BAND = 19  # [px] a caption's height, its box included (12 pixel text)
 
 
-LOOKS3D = {"MassSpring": look_at_rollout, "MPM": look_at_rollout}
+LOOKS3D = {"MassSpring": look_at_rollout, "MPM": look_at_rollout, "Shaping": look_at_rollout}
 
 # ---- default views: (traj {name: array (T+1,)}, params {name: float}) -> (xmin, xmax, ymin, ymax) [m] -------------
 def view_cartpole(traj, params):
@@ -322,6 +351,7 @@ VIEWS = {
     "Rigid2D": view_rigid2d,
     "MassSpring": view_mass_spring,
     "MPM": lambda traj, params: (0.0, 1.0, 0.0, 1.0),  # the grid's unit square
+    "Shaping": lambda traj, params: (0.0, 1.0, 0.0, 1.0),
 }
 
 

@@ -1,8 +1,13 @@
-"""The material point method (MLS-MPM) in 2D and 3D: the system, its material laws and its grid transfers."""
+"""The material point method (MLS-MPM) in 2D and 3D: the system, its material laws and its grid transfers, and the
+kinematic tools that shape its material."""
+from tisim.systems.mpm.shaping import Shaping
 from tisim.systems.mpm.system import BAND, MPM, Body
+from tisim.systems.mpm.tools import Tool
 
 __all__ = [
     "BAND",
     "Body",
     "MPM",
+    "Shaping",
+    "Tool",
 ]

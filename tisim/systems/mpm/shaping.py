@@ -1,0 +1,137 @@
+"""MPM material shaped by kinematic tools: the actions are the tools' velocities (PlasticineLab's setting).
+
+The material is MPM's (tisim/systems/mpm/system.py: the same materials, walls and options); the tools are rounded
+boxes that push it through the grid (tisim/systems/mpm/tools.py). Each step adds a phase that moves the tools,
+x_tool' = x_tool + dt u, and the grid phase applies each tool, in order, after the walls. Every phase keeps its
+hand-written reverse, so on a CPU the backward pass stays one launch.
+"""
+import numpy as np
+import taichi as ti
+
+from tisim.core.quantities import Quantity
+from tisim.systems.mpm import tools as laws
+from tisim.systems.mpm.system import MPM
+from tisim.systems.mpm.tools import Tool
+
+
+class Shaping(MPM):
+    """A body of MPM material (default: a 2D block of von Mises clay on the floor) and kinematic tools that move as
+    the actions say: tools, a list of tisim.systems.mpm.Tool (their start, shape and friction); the actions are the
+    tools' velocities, shape (T, n_tools, dim). The material's points take no activation (a body with actuators is
+    refused). The tools' sizes, friction and softness are parameters like the material's, so they can be fitted."""
+
+    PARAMS = MPM.PARAMS + (
+        Quantity("tool_half", 0.0, "m", "half extents of each tool's box", shape=("n_tools", "dim"),
+                 bounds="[0, inf)"),
+        Quantity("tool_radius", 0.0, "m", "rounding radius of each tool's box", shape=("n_tools",),
+                 bounds="[0, inf)"),
+        Quantity("tool_mu", 0.0, "-", "Coulomb friction coefficient between each tool and the material",
+                 shape=("n_tools",), bounds="[0, inf)"),
+        Quantity("tool_softness", 0.002, "m", "length over which a tool's reach fades outside its surface",
+                 bounds="(0, inf)"),
+    )
+    STATE = MPM.STATE + (Quantity("tool_pos", 0.0, "m", "centre of each tool", shape=("n_tools", "dim")),)
+    ACTION = (Quantity("tool_vel", 0.0, "m/s", "velocity of each tool during the step", shape=("n_tools", "dim")),)
+    STRUCTURE = MPM.STRUCTURE + ("n_tools",)
+    PHASES = (("tools", "n_tools"),) + MPM.PHASES
+    FUSED = dict(MPM.FUSED, tools=("tools_fused", "n_tools"))
+    REVERSES = dict(MPM.REVERSES, tools=("tools_reverse", "n_tools"))
+
+    def __init__(self, horizon, batch=1, dt=None, body=None, n_grid=32, tools=None, **values):
+        if "n_tools" in values:
+            raise ValueError("Shaping: n_tools is not a keyword: it is the number of tools; pass tools=")
+        if not isinstance(tools, (list, tuple)) or not tools or not all(isinstance(t, Tool) for t in tools):
+            raise ValueError("Shaping: tools must be a non-empty list of tisim.systems.mpm.Tool, got "
+                             f"{type(tools).__name__}")
+        if body is None:
+            from tisim.systems.mpm.system import BAND, Body
+            body = Body.box([0.4, BAND / n_grid], [0.6, BAND / n_grid + 0.1], 0.5 / n_grid)
+            values.setdefault("material", "von_mises")
+        if any(t.dim != body.dim for t in tools):
+            raise ValueError(f"Shaping: every tool must have {body.dim} coordinates, as the body's points")
+        if np.any(body.actuators >= 0):
+            raise ValueError("Shaping: the body must have no actuators (the actions move the tools)")
+        for name, value in (("tool_half", [t.half for t in tools]), ("tool_radius", [t.radius for t in tools]),
+                            ("tool_mu", [t.mu for t in tools])):
+            values.setdefault(name, np.array(value))
+        start = None if "tool_pos" in values else np.array([t.centre for t in tools])
+        super().__init__(horizon, batch, dt, body, n_grid, n_tools=len(tools), **values)
+        if start is not None:
+            self.set_initial_state(tool_pos=start)
+
+    # ---- the material's points take no activation ----------------------------------------------------------------
+    @ti.func
+    def activation(self, s: ti.template(), p):
+        return 0.0
+
+    @ti.func
+    def add_activation(self, bar: ti.template(), p, value):
+        pass
+
+    # ---- the tools' motion: a phase of its own ----------------------------------------------------------------
+    @ti.func
+    def moved(self, s: ti.template(), k):
+        """Tool k's centre at the end of the step."""
+        return s.state("tool_pos", k) + s.dt * s.action("tool_vel", k)
+
+    @ti.func
+    def tools(self, s: ti.template(), k):
+        s.advance("tool_pos", k, self.moved(s, k))
+
+    @ti.func
+    def tools_fused(self, s: ti.template(), k):
+        s.set_next("tool_pos", k, self.moved(s, k))
+
+    @ti.func
+    def tools_reverse(self, s: ti.template(), bar: ti.template(), k):
+        moved_bar = bar.next_state("tool_pos", k)
+        bar.add_state("tool_pos", k, moved_bar)
+        bar.add_action("tool_vel", k, s.dt * moved_bar)
+
+    # ---- the grid: the walls, then each tool ---------------------------------------------------------------------
+    @ti.func
+    def node(self, c):
+        """Cell c's node position [m]."""
+        return ti.Vector([ti.cast((c // self.n_grid ** k) % self.n_grid, float) for k in ti.static(range(self.dim))]) \
+            / self.n_grid
+
+    @ti.func
+    def pushed_by(self, s: ti.template(), c, v, k: ti.template()):
+        """Cell c's velocity v after tool k's push."""
+        phi, n = laws.rounded_box(self.node(c) - self.moved(s, k), s.param("tool_half", k), s.param("tool_radius", k))
+        return laws.push(v, s.action("tool_vel", k), phi, n, s.param("tool_mu", k), s.param("tool_softness"))
+
+    @ti.func
+    def pushed(self, s: ti.template(), c, v, tools: ti.template()):
+        """Cell c's velocity v after the first `tools` tools' pushes, in order."""
+        result = v
+        for k in ti.static(range(tools)):
+            result = self.pushed_by(s, c, result, k)
+        return result
+
+    @ti.func
+    def grid(self, s: ti.template(), c):
+        s.assign("grid_velocity", c, self.pushed(s, c, self.walled(s, c), self.n_tools))
+
+    @ti.func
+    def grid_reverse(self, s: ti.template(), bar: ti.template(), c):
+        v_bar = bar.scratch("grid_velocity", c)
+        if ti.abs(v_bar).max() > 0.0:  # else it adds nothing (the walls' reverse says why)
+            walled = self.walled(s, c)
+            for j in ti.static(range(self.n_tools - 1, -1, -1)):
+                v = self.pushed(s, c, walled, j)  # before tool j, as the grid computes it
+                d = self.node(c) - self.moved(s, j)
+                half, radius = s.param("tool_half", j), s.param("tool_radius", j)
+                u, mu, softness = s.action("tool_vel", j), s.param("tool_mu", j), s.param("tool_softness")
+                phi, n = laws.rounded_box(d, half, radius)
+                v_bar_in, u_bar, phi_bar, n_bar, mu_bar, softness_bar = laws.push_reverse(v, u, phi, n, mu,
+                                                                                          softness, v_bar)
+                d_bar, half_bar = laws.rounded_box_reverse(d, half, phi_bar, n_bar)
+                v_bar = v_bar_in
+                bar.add_state("tool_pos", j, -d_bar)
+                bar.add_action("tool_vel", j, u_bar - s.dt * d_bar)
+                bar.add_param("tool_half", j, half_bar)
+                bar.add_param("tool_radius", j, -phi_bar)
+                bar.add_param("tool_mu", j, mu_bar)
+                bar.add_param("tool_softness", 0, softness_bar)
+            self.walled_reverse(s, bar, c, v_bar)

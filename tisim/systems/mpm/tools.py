@@ -1,0 +1,184 @@
+"""Kinematic tools: rigid shapes that move as the actions say and push the material on MPM's grid.
+
+A tool is a box of half extents b rounded by a radius r, so one law covers the shapes a gripper is made of: a sphere
+(b = 0), a capsule (one half extent nonzero: in 2D a stadium), a box (r = 0) and a rounded box. Its signed distance
+at an offset d from its centre, with q = |d| - b (per axis), is
+
+    phi = |max(q, 0)| + min(max_k q_k, 0) - r,    n = grad phi (the outward normal),
+
+the first term outside the box, the second inside. Tools do not turn: each keeps its axes along the grid's.
+
+A tool acts on a grid cell after the walls (tisim/systems/mpm/system.py's grid phase), as a moving wall: with the
+cell's velocity v, the tool's velocity u and the cell's velocity relative to it r = v - u, split into its normal
+part v_n = r . n and its tangential part r_t = r - v_n n, a cell moving into the tool (v_n < 0) loses the normal part
+and keeps of the tangential part what Coulomb's law leaves, |r_t| -> max(0, |r_t| + mu v_n); a cell moving away
+keeps r. The tool's reach fades outside its surface over the softness length l:
+
+    v' = v + w (r' - r),    w = exp(-max(phi, 0) / l),
+
+so a cell inside the tool moves with it and one a few l outside is left alone; the derivatives with respect to the
+tool's place and size are nonzero just before a touch (PlasticineLab's tools fade the same way). The tool's place
+during a step is where it is at the step's end, x + dt u. Tools feel nothing back: they are kinematic.
+
+Every function here has its hand-written reverse beside it, for the one-launch backward pass; the tests compare
+them with Taichi's reverse mode and with central differences.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+import taichi as ti
+
+
+@dataclass
+class Tool:
+    """One kinematic tool: its centre at the start [m], half extents of its box [m] (one per axis) and rounding
+    radius [m], and its Coulomb friction coefficient with the material."""
+
+    centre: np.ndarray
+    half: np.ndarray = None  # default: zeros (a sphere of the radius)
+    radius: float = 0.0
+    mu: float = 0.0
+
+    def __post_init__(self):
+        self.centre = np.asarray(self.centre, dtype=np.float64)
+        if self.centre.shape not in ((2,), (3,)) or not np.all(np.isfinite(self.centre)):
+            raise ValueError(f"Tool: centre must be 2 or 3 finite coordinates, got {self.centre.tolist()}")
+        self.half = np.zeros_like(self.centre) if self.half is None else np.asarray(self.half, dtype=np.float64)
+        if self.half.shape != self.centre.shape or not np.all(np.isfinite(self.half)) or np.any(self.half < 0):
+            raise ValueError(f"Tool: half must be {len(self.centre)} finite half extents >= 0 [m], got "
+                             f"{np.ravel(self.half).tolist()}")
+        for name in ("radius", "mu"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or \
+                    not (np.isfinite(value) and value >= 0):
+                raise ValueError(f"Tool: {name} must be a finite number >= 0, got {value!r}")
+        if self.radius == 0 and np.any(self.half == 0):
+            raise ValueError("Tool: a tool needs a radius > 0 or every half extent > 0 (it would have no inside)")
+
+    @property
+    def dim(self):
+        return len(self.centre)
+
+    @classmethod
+    def sphere(cls, centre, radius, mu=0.0):
+        """A sphere (in 2D a disc)."""
+        return cls(centre, None, radius, mu)
+
+    @classmethod
+    def capsule(cls, centre, half_length, radius, axis=0, mu=0.0):
+        """A capsule along the grid's axis `axis` (0: x, 1: y, 2: z): a segment of half length `half_length`
+        rounded by `radius`."""
+        half = np.zeros(len(np.ravel(centre)))
+        if not 0 <= axis < len(half):
+            raise ValueError(f"Tool.capsule: axis must be in [0, {len(half)}), got {axis!r}")
+        half[axis] = half_length
+        return cls(centre, half, radius, mu)
+
+    @classmethod
+    def box(cls, centre, half, radius=0.0, mu=0.0):
+        """A box of half extents `half`, its edges rounded by `radius` (0: sharp)."""
+        return cls(centre, half, radius, mu)
+
+
+@ti.func
+def sign_of(d):
+    """Each entry's sign, +1 for 0."""
+    return ti.Vector([ti.select(d[k] >= 0.0, 1.0, -1.0) for k in ti.static(range(d.n))])
+
+
+@ti.func
+def guarded_length(out):
+    # the 1e-30 keeps the derivative finite at the box's surface and inside, where the outside form is computed and
+    # not chosen (reverse mode multiplies a zero by sqrt's infinite slope there otherwise)
+    return ti.sqrt(out.dot(out) + 1e-30)
+
+
+@ti.func
+def rounded_box(d, half, radius):
+    """(phi, n): the signed distance of the point at offset d from the centre of a box of half extents `half`
+    rounded by `radius`, and its gradient n (the outward normal; inside, the normal of the nearest face)."""
+    q = ti.abs(d) - half
+    out = ti.max(q, 0.0)
+    length = guarded_length(out)
+    deepest, axis = q[0], 0
+    for k in ti.static(range(1, d.n)):
+        axis = ti.select(q[k] > deepest, k, axis)
+        deepest = ti.max(q[k], deepest)
+    outside = deepest > 0.0
+    face = ti.Vector([ti.select(k == axis, 1.0, 0.0) for k in ti.static(range(d.n))])
+    n = sign_of(d) * ti.select(outside, out / length, face)
+    return ti.select(outside, length, deepest) - radius, n
+
+
+@ti.func
+def rounded_box_reverse(d, half, phi_bar, n_bar):
+    """(d_bar, half_bar) of rounded_box(d, half, radius) given the derivatives phi_bar and n_bar of what it
+    returned (radius_bar is -phi_bar)."""
+    q = ti.abs(d) - half
+    sign = sign_of(d)
+    q_bar = ti.Vector.zero(float, d.n)
+    if q.max() > 0.0:
+        out = ti.max(q, 0.0)
+        length = guarded_length(out)
+        m = out / length
+        # phi = |out|, n = sign m with m = out / |out|: dm = (I - m m^T) dout / |out|
+        pulled = sign * n_bar
+        out_bar = phi_bar * m + (pulled - m.dot(pulled) * m) / length
+        q_bar = ti.Vector([ti.select(q[k] > 0.0, out_bar[k], 0.0) for k in ti.static(range(d.n))])
+    else:  # phi = q_axis, n constant
+        deepest, axis = q[0], 0
+        for k in ti.static(range(1, d.n)):
+            axis = ti.select(q[k] > deepest, k, axis)
+            deepest = ti.max(q[k], deepest)
+        q_bar = phi_bar * ti.Vector([ti.select(k == axis, 1.0, 0.0) for k in ti.static(range(d.n))])
+    return sign * q_bar, -q_bar
+
+
+@ti.func
+def push(v, u, phi, n, mu, softness):
+    """The velocity of a cell moving at v after a tool moving at u, whose surface lies at signed distance phi with
+    normal n, acted on it (the module's docstring)."""
+    r = v - u
+    normal = r.dot(n)
+    tangential = r - normal * n
+    speed = ti.sqrt(tangential.dot(tangential) + 1e-30)  # the 1e-30 guards 0 / 0 on a head-on push
+    kept = ti.max(0.0, 1.0 + mu * normal / speed)
+    pushed = ti.select(normal < 0.0, kept * tangential, r)
+    return v + ti.exp(-ti.max(phi, 0.0) / softness) * (pushed - r)
+
+
+@ti.func
+def push_reverse(v, u, phi, n, mu, softness, out_bar):
+    """(v_bar, u_bar, phi_bar, n_bar, mu_bar, softness_bar) of push(v, u, phi, n, mu, softness) given out_bar, the
+    derivative of what it returned."""
+    r = v - u
+    normal = r.dot(n)
+    tangential = r - normal * n
+    speed = ti.sqrt(tangential.dot(tangential) + 1e-30)
+    ratio = 1.0 + mu * normal / speed
+    kept = ti.max(0.0, ratio)
+    approaching = normal < 0.0
+    pushed = ti.select(approaching, kept * tangential, r)
+    reach = ti.max(phi, 0.0)
+    w = ti.exp(-reach / softness)
+    w_bar = out_bar.dot(pushed - r)
+    phi_bar = ti.select(phi > 0.0, -w / softness * w_bar, 0.0)
+    softness_bar = w_bar * w * reach / (softness * softness)
+    pushed_bar = w * out_bar
+    r_bar = -w * out_bar
+    normal_bar, n_bar, mu_bar = 0.0, ti.Vector.zero(float, v.n), 0.0
+    if approaching:
+        kept_bar = pushed_bar.dot(tangential)
+        tangential_bar = kept * pushed_bar
+        if ratio > 0.0:
+            mu_bar = kept_bar * normal / speed
+            normal_bar = kept_bar * mu / speed
+            tangential_bar += (-kept_bar * mu * normal / (speed * speed * speed)) * tangential
+        r_bar += tangential_bar
+        normal_bar -= tangential_bar.dot(n)
+        n_bar -= normal * tangential_bar
+    else:
+        r_bar += pushed_bar
+    r_bar += normal_bar * n
+    n_bar += normal_bar * r
+    return out_bar + r_bar, -r_bar, phi_bar, n_bar, mu_bar, softness_bar
