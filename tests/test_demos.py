@@ -284,6 +284,26 @@ def test_reacher_policy_reaches(tmp_path):
     assert len(frames) == 51 and np.abs(frames[-1] - frames[0]).sum(axis=-1).max() > 100
 
 
+def test_plasticine_pinch_runs_and_scores_both_methods(tmp_path):
+    """A short run (one target, 6 Adam iterations on a plan of 5 intervals, CEM for as long): Adam's loss falls from
+    where the still fingers leave it, each method's IoU is that of its plan's final shape, the normalized incremental
+    IoU follows from it, and the figures and the GIF are written. How well the full demo pinches is measured in
+    docs/tutorials/coupling.md, not asserted here."""
+    demo = load_demo("plasticine_pinch")
+    figures = demo.main(seeds=1, iterations=6, intervals=5, out=str(tmp_path))
+    seed = figures["seeds"][0]
+    history = seed["adam"]["loss_history"]
+    assert len(history) == 6 and min(history) < 0.9 * history[0]
+    base = seed["iou_at_start"]
+    for method in ("adam", "cem"):
+        result = seed[method]
+        assert 0.0 < base < 1.0 and 0.0 <= result["iou"] <= 1.0
+        assert result["normalized_incremental_iou"] == pytest.approx((result["iou"] - base) / (1.0 - base))
+    assert seed["cem"]["rollouts"] >= 32
+    assert json.loads((tmp_path / "plasticine_pinch.json").read_text()) == figures
+    assert 2_000 < (tmp_path / "plasticine_pinch.gif").stat().st_size < 2_000_000
+
+
 def test_mpm_walker_runs_and_reports_its_best_gait(tmp_path):
     """A short run (0.1 s, 3 iterations) of the MPM walker: the best gait's distance, walked again after the run,
     is the one recorded during it, and the figures land in mpm_walker.json beside the GIF. How far the full demo
