@@ -230,6 +230,17 @@ def neo_hookean_column_shortening(z1, z2, height, E, rho, g=9.8):
     return float(np.sum((1 - lam[1:] + 1 - lam[:-1]) / 2 * np.diff(z)))
 
 
+def column_shortening(traj, body, h, base, low):
+    """A settled column's measured shortening between its row `low` and its top row (rows of points h / 2 apart),
+    the two rows' reference heights above its base, and the column's height (its rows times h / 2)."""
+    y = np.round(body.particles[:, 1], 12)
+    rows = np.unique(y)
+    pos = traj["pos"][0, :, :, 1]
+    a, b = y == rows[low], y == rows[-1]
+    measured = (pos[0, b].mean() - pos[0, a].mean()) - (pos[-1, b].mean() - pos[-1, a].mean())
+    return measured, rows[low] - base, rows[-1] - base, len(rows) * h / 2
+
+
 def test_an_elastic_column_settles_at_its_compression_under_its_own_weight():
     """A column (0.3 m asked, nu = 0, E = 1e5 Pa, rho = 1000 kg/m^2) released on the floor settles (drag 20/s;
     undamped, APIC transfers keep it oscillating about its equilibrium for many periods). Its points fill whole
@@ -248,19 +259,9 @@ def test_an_elastic_column_settles_at_its_compression_under_its_own_weight():
         sim = MPM(horizon=int(1.5 / dt), body=body, n_grid=n_grid, dt=dt, E=E, nu=0.0, rho=rho, drag=20.0)
         traj = sim.rollout()
         assert np.abs(traj["vel"][0, -1]).max() < 1e-6  # at rest
-        y = np.round(body.particles[:, 1], 12)
-        rows = np.unique(y)
-        height = len(rows) * h / 2
-        pos = traj["pos"][0, :, :, 1]
-
-        def shortening(low):
-            """Measured shortening between row `low` and the top row, and the reference heights of the two."""
-            a, b = y == rows[low], y == rows[-1]
-            measured = (pos[0, b].mean() - pos[0, a].mean()) - (pos[-1, b].mean() - pos[-1, a].mean())
-            return measured, rows[low] - BAND * h, rows[-1] - BAND * h
-        measured, z1, z2 = shortening(4)
+        measured, z1, z2, height = column_shortening(traj, body, h, BAND * h, 4)
         assert measured / neo_hookean_column_shortening(z1, z2, height, E, rho) == pytest.approx(1.0, abs=0.003)
-        measured, z1, z2 = shortening(0)
+        measured, z1, z2, height = column_shortening(traj, body, h, BAND * h, 0)
         exact = neo_hookean_column_shortening(z1, z2, height, E, rho)
         errors.append(measured / exact - 1.0)
         linear = rho * 9.8 * ((height * z2 - z2**2 / 2) - (height * z1 - z1**2 / 2)) / E

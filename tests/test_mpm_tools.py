@@ -6,7 +6,7 @@ import pytest
 import tisim
 from tisim.systems.mpm import Body, Shaping, Tool
 
-from test_mpm import GRID, neo_hookean_column_shortening
+from test_mpm import GRID, column_shortening, neo_hookean_column_shortening
 
 
 def tool_impact(mu, dim, n_grid=32, lift=1.0):
@@ -58,15 +58,9 @@ def test_a_column_rests_on_a_tool_as_on_the_floor():
                   tools=[table], material="neo_hookean", tool_softness=1e-4)
     traj = sim.rollout()
     assert np.abs(traj["vel"][0, -1]).max() < 1e-6  # at rest
-    y = np.round(body.particles[:, 1], 12)
-    rows = np.unique(y)
-    height = len(rows) * h / 2
-    pos = traj["pos"][0, :, :, 1]
-    low, top = y == rows[4], y == rows[-1]
-    measured = (pos[0, top].mean() - pos[0, low].mean()) - (pos[-1, top].mean() - pos[-1, low].mean())
-    exact = neo_hookean_column_shortening(rows[4] - 0.25, rows[-1] - 0.25, height, E, rho)
-    assert measured / exact == pytest.approx(1.0, abs=0.003)
-    assert 0.2 * h < pos[-1].min() - 0.25 < 0.25 * h
+    measured, z1, z2, height = column_shortening(traj, body, h, 0.25, 4)
+    assert measured / neo_hookean_column_shortening(z1, z2, height, E, rho) == pytest.approx(1.0, abs=0.003)
+    assert 0.2 * h < traj["pos"][0, -1, :, 1].min() - 0.25 < 0.25 * h
 
 
 def pushed(cls=Shaping, dim=2):
@@ -144,3 +138,24 @@ def test_the_tools_velocities_are_the_actions():
         sim.set_actions(np.zeros((3, 2)))
     np.testing.assert_allclose(sim.params["tool_half"][0], [[0.0, 0.0], [0.0, 0.1]])
     np.testing.assert_allclose(sim.initial_state["tool_pos"][0], [[0.2, 0.5], [0.8, 0.5]])
+
+
+@pytest.mark.parametrize("dim", [2, 3])
+def test_occupancy_fills_the_cells_of_points_at_rest_and_iou_counts_shared_cells(dim):
+    """Points on the grid's nodes fill exactly their nodes (a point gives its own node 0.75^d of itself, more than
+    half, and its neighbours' shares stay below half outside the body: 0.125 x 0.875 on an edge); a copy shifted by
+    two nodes along x shares all but two layers of an 8-node-wide block: IoU (8 - 2) / (8 + 2). Computed by hand,
+    apart from the code."""
+    from tisim.systems.mpm import iou, occupancy
+    cells = 32
+    axes = [np.arange(10, 18)] + [np.arange(12, 16)] * (dim - 1)
+    points = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, dim) / cells
+    filled = occupancy(points, cells)
+    expected = np.zeros((cells,) * dim, bool)
+    expected[(slice(10, 18),) + (slice(12, 16),) * (dim - 1)] = True
+    np.testing.assert_array_equal(filled, expected)
+    shifted = points + np.eye(dim)[0] * 2 / cells
+    assert iou(points, points, cells) == 1.0
+    assert iou(points, shifted, cells) == pytest.approx(6 / 10)
+    with pytest.raises(ValueError, match="cells must be an integer >= 1"):
+        occupancy(points, 0)

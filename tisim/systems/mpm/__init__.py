@@ -1,5 +1,6 @@
 """The material point method (MLS-MPM) in 2D and 3D: the system, its material laws and its grid transfers, and the
 kinematic tools that shape its material."""
+from tisim.systems.mpm.readouts import iou, occupancy
 from tisim.systems.mpm.shaping import Shaping
 from tisim.systems.mpm.system import BAND, MPM, Body
 from tisim.systems.mpm.tools import Tool
@@ -10,4 +11,6 @@ __all__ = [
     "MPM",
     "Shaping",
     "Tool",
+    "iou",
+    "occupancy",
 ]

@@ -1,6 +1,6 @@
 """Numbers a user of MPM needs that the state does not hold: each point's mass and volume, the angular momentum with
-its APIC part, and where the walls' band lies. Plain numpy, read from a simulator's parameters and body and from a
-trajectory as `sim.rollout()` returns it.
+its APIC part, where the walls' band lies, and the cells a body fills (to score a shape against a target). Plain
+numpy, read from a simulator's parameters and body and from a trajectory as `sim.rollout()` returns it.
 
 Units and conventions (the same as tisim/systems/mpm/system.py's):
 
@@ -13,7 +13,39 @@ Units and conventions (the same as tisim/systems/mpm/system.py's):
   V_p, so the body's volume is divided evenly among its points.
 - The grid covers the unit square (cube), cell size h = 1 / n_grid, y up.
 """
+import itertools
+
 import numpy as np
+
+
+def occupancy(points, cells, threshold=0.5):
+    """The nodes of a grid over the unit square (cube), node i at i / cells along each axis, that material points
+    fill: each point's unit of mass spread over its 3^d nearest nodes by MPM's quadratic B-spline (as MPM's grid
+    takes a point's mass), a node filled where it holds more than `threshold` points' worth. points: (N, d). With
+    the nodes as far apart as the body's points (cells = 1 / spacing), material at rest gives each node inside it
+    one point's worth. Returns a boolean array (cells,) * d."""
+    points = np.asarray(points, dtype=np.float64)
+    if points.ndim != 2 or points.shape[1] not in (2, 3):
+        raise ValueError(f"occupancy: points must have shape (N, 2) or (N, 3), got {points.shape}")
+    if isinstance(cells, bool) or not isinstance(cells, (int, np.integer)) or cells < 1:
+        raise ValueError(f"occupancy: cells must be an integer >= 1, got {cells!r}")
+    q = points * cells
+    base = np.floor(q - 0.5).astype(int)
+    f = q - base
+    weights = (0.5 * (1.5 - f) ** 2, 0.75 - (f - 1.0) ** 2, 0.5 * (f - 0.5) ** 2)
+    mass = np.zeros((cells,) * points.shape[1])
+    for digits in itertools.product(range(3), repeat=points.shape[1]):
+        index = tuple(np.clip(base[:, k] + d, 0, cells - 1) for k, d in enumerate(digits))
+        np.add.at(mass, index, np.prod([weights[d][:, k] for k, d in enumerate(digits)], axis=0))
+    return mass > threshold
+
+
+def iou(points, target, cells, threshold=0.5):
+    """The intersection over union of the grid nodes that two sets of material points fill (see occupancy): 1 for
+    the same shape, 0 for shapes that share no node."""
+    a, b = occupancy(points, cells, threshold), occupancy(target, cells, threshold)
+    union = (a | b).sum()
+    return float((a & b).sum() / union) if union else 1.0
 
 
 def _batch_by_points(sim, values):
