@@ -230,22 +230,26 @@ def test_the_reacher_steps_as_gymnasiums_reacher_v5(seed, reacher_v5):
     assert truncated  # 50 steps: the episode's end
 
 
+def assert_vector_is_singles(task_id, single, num_envs, actions, seed):
+    """make_vec's num_envs environments, seeded `seed`, follow single environments seeded seed, seed + 1, ...,
+    step for step, under the same actions (steps, num_envs, A)."""
+    vector = gymnasium.make_vec(task_id, num_envs=num_envs)
+    assert isinstance(vector.unwrapped, SimulatedVectorEnv)  # one simulator of batch num_envs
+    singles = [single() for _ in range(num_envs)]
+    obs, _ = vector.reset(seed=seed)
+    np.testing.assert_array_equal(obs, [env.reset(seed=seed + i)[0] for i, env in enumerate(singles)])
+    for step in actions:
+        obs, rewards, _, _, _ = vector.step(step)
+        alone = [env.step(a) for env, a in zip(singles, step)]
+        np.testing.assert_allclose(obs, [o for o, *_ in alone], rtol=0, atol=1e-13)
+        np.testing.assert_allclose(rewards, [r for _, r, *_ in alone], rtol=0, atol=1e-13)
+
+
 def test_the_reacher_vector_env_is_the_single_envs_stepped_together():
     """make_vec's three reachers, seeded s, follow three single reachers seeded s, s + 1, s + 2, step for step."""
     pytest.importorskip("mujoco")
     from tisim.envs import Reacher
-    vector = gymnasium.make_vec("tisim/Reacher-v0", num_envs=3)
-    assert isinstance(vector.unwrapped, SimulatedVectorEnv)  # one simulator of batch 3
-    singles = [Reacher() for _ in range(3)]
-    obs, _ = vector.reset(seed=5)
-    np.testing.assert_array_equal(obs, [env.reset(seed=5 + i)[0] for i, env in enumerate(singles)])
-    rng = np.random.default_rng(0)
-    for _ in range(4):
-        actions = rng.uniform(-1, 1, (3, 2))
-        obs, rewards, _, _, _ = vector.step(actions)
-        alone = [env.step(a) for env, a in zip(singles, actions)]
-        np.testing.assert_allclose(obs, [o for o, *_ in alone], rtol=0, atol=1e-13)
-        np.testing.assert_allclose(rewards, [r for _, r, *_ in alone], rtol=0, atol=1e-13)
+    assert_vector_is_singles("tisim/Reacher-v0", Reacher, 3, np.random.default_rng(0).uniform(-1, 1, (4, 3, 2)), 5)
 
 
 def test_the_ants_task_is_ant_v5s_without_contact_forces():
@@ -290,3 +294,44 @@ def test_the_ant_passes_the_env_checker_and_steps():
         assert terminated == (not healthy)
         if terminated:
             break
+
+
+@pytest.mark.parametrize("task", ["Pinch", "RollingPin", "Move"])
+def test_a_clay_task_reaches_its_target_by_its_hidden_plan_and_rewards_what_it_removes(task):
+    """tisim/<task>-v0 passes Gymnasium's checks; the hidden plan, played through the env's steps, leaves the clay
+    exactly where the one-rollout plan leaves it (the target, the same steps to 1e-12) and its return is 1e4 times
+    the loss at the start; every reward is 1e4 times the loss the step removed; 25 steps truncate."""
+    from tisim.envs import shape
+    kind = getattr(shape, task)
+    env = gymnasium.make(f"tisim/{task}-v0", render_mode="rgb_array").unwrapped
+    assert isinstance(env, kind)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        check_env(env, skip_render_check=False)
+    sim = kind.scene()
+    plan = kind.hidden_plan(0)
+    sim.set_actions(shape.plan_actions(plan))
+    np.testing.assert_allclose(env.target, sim.rollout()["pos"][0, -1], rtol=0, atol=1e-12)
+    obs, _ = env.reset(seed=1)
+    start = env.loss({k: np.asarray(v)[None] for k, v in env.state.items()})[0]
+    tools = 2 * sim.n_tools
+    assert start > 1e-4 and np.abs(obs[tools:]).max() > 0.01
+    returns = 0.0
+    for t in range(25):
+        obs, reward, terminated, truncated, _ = env.step(plan[0, t // 5].ravel() / shape.SPEED)
+        returns += reward
+        assert not terminated and truncated == (t == 24)
+    assert np.abs(obs[tools:]).max() < 1e-12 and returns == pytest.approx(shape.REWARD_SCALE * start, rel=1e-9)
+    env.reset()
+    before = {k: np.asarray(v)[None] for k, v in env.state.items()}
+    _, reward, *_ = env.step(np.linspace(-0.8, 0.5, tools))
+    after = {k: np.asarray(v)[None] for k, v in env.state.items()}
+    assert reward == pytest.approx(shape.REWARD_SCALE * (env.loss(before) - env.loss(after))[0], rel=1e-12)
+    assert env.render().shape == (180, 360, 3)
+    with pytest.raises(ValueError, match=f"{task}: target must be an integer >= 0"):
+        kind(target=-1)
+
+
+def test_the_pinch_vector_env_is_the_single_envs_stepped_together():
+    from tisim.envs import Pinch
+    assert_vector_is_singles("tisim/Pinch-v0", Pinch, 2, np.random.default_rng(0).uniform(-1, 1, (3, 2, 4)), 0)

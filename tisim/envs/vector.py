@@ -136,3 +136,24 @@ def ant_vector(num_envs, **kwargs):
     from tisim.envs.walk import Ant
 
     return SimulatedVectorEnv(Ant, num_envs, **kwargs)
+
+
+def pinch_vector(num_envs, **kwargs):
+    """The vector entry point of tisim/Pinch-v0 (gymnasium.make_vec)."""
+    from tisim.envs.shape import Pinch
+
+    return SimulatedVectorEnv(Pinch, num_envs, **kwargs)
+
+
+def rolling_pin_vector(num_envs, **kwargs):
+    """The vector entry point of tisim/RollingPin-v0 (gymnasium.make_vec)."""
+    from tisim.envs.shape import RollingPin
+
+    return SimulatedVectorEnv(RollingPin, num_envs, **kwargs)
+
+
+def move_vector(num_envs, **kwargs):
+    """The vector entry point of tisim/Move-v0 (gymnasium.make_vec)."""
+    from tisim.envs.shape import Move
+
+    return SimulatedVectorEnv(Move, num_envs, **kwargs)
