@@ -59,6 +59,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/envs.py
 	$(PY) benchmarks/policy_baselines.py
 	$(PY) benchmarks/policy_baselines_reacher.py
+	$(PY) benchmarks/clay_baselines.py
 	$(PY) benchmarks/peers_articulation.py
 
 clean:

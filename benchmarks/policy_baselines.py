@@ -127,9 +127,10 @@ def run_shac(d, seed, iterations, score):
     return curve.data
 
 
-def sb3_vector_env(num_envs, seed, task=TASK):
+def sb3_vector_env(num_envs, seed, task=TASK, **options):
     """tisim's SimulatedVectorEnv (the environments as one simulator's batch) behind stable-baselines3's VecEnv
-    interface: SB3 expects a finished environment reset within step, its last observation in the info."""
+    interface: SB3 expects a finished environment reset within step, its last observation in the info. options go
+    to the task (Pinch's target=)."""
     import gymnasium
     from stable_baselines3.common.vec_env import VecEnv
 
@@ -137,7 +138,7 @@ def sb3_vector_env(num_envs, seed, task=TASK):
 
     class TisimVecEnv(VecEnv):
         def __init__(self):
-            self.env = gymnasium.make_vec(task, num_envs=num_envs)
+            self.env = gymnasium.make_vec(task, num_envs=num_envs, **options)
             super().__init__(num_envs, self.env.single_observation_space, self.env.single_action_space)
             self.first_seed = seed
 

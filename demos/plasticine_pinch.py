@@ -8,7 +8,8 @@
 # simulation, contact and plastic flow included. The cross-entropy method (CEM, gradient-free: a population of 32
 # plans a round, run as one batch) fits the same plan in the same wall-clock.
 # The score is the intersection over union (IoU) of the cells the clay fills with those the target fills, and
-# PlasticineLab's normalized incremental IoU, (IoU - IoU at the start) / (1 - IoU at the start).
+# PlasticineLab's normalized incremental IoU, (IoU - IoU at the start) / (1 - IoU at the start). The scene and the
+# hidden pinches are tisim/envs/shape.py's Pinch, the task reinforcement learners get as tisim/Pinch-v0.
 #
 # Command: python demos/plasticine_pinch.py [--seeds 3] [--iterations 90] [--intervals 25] [--lr 0.05] [--out out]
 #          -> out/plasticine_pinch.json (the figures per seed) and out/plasticine_pinch.gif (the first seed's
@@ -22,60 +23,15 @@ import numpy as np
 
 import tisim
 from tisim import viz
+from tisim.envs.shape import N_GRID, STEPS, Pinch, plan_actions
 from tisim.losses import TerminalTarget
 from tisim.optim import Adam, minimize
-from tisim.systems.mpm import BAND, Body, Shaping, Tool
-
-N_GRID, STEPS, PHASES = 64, 500, 5  # cells per side; steps of 0.2 ms; the hidden pinch's pieces
-FLOOR = BAND / N_GRID  # [m] where the floor's surface lies
-CLAY = dict(material="von_mises", E=1e5, nu=0.3, yield_stress=2000.0)  # holds its shape under its own weight
+from tisim.systems.mpm import iou
 
 
-def scene(batch=1):
-    """The clay (0.24 m by 0.1 m, 390 points) and two upright capsule fingertips (3 cm by 5 cm) 5 mm from its sides,
-    halfway up."""
-    body = Body.box([0.38, FLOOR], [0.62, FLOOR + 0.1], 0.5 / N_GRID)
-    fingers = [Tool.capsule([x, FLOOR + 0.05], 0.01, 0.015, axis=1) for x in (0.36, 0.64)]
-    return Shaping(horizon=STEPS, batch=batch, body=body, n_grid=N_GRID, tools=fingers, **CLAY)
-
-
-def actions(plan):
-    """A plan (B, intervals, 2 fingers, 2 axes) of velocities [m/s], constant over each of its equal intervals, as
-    the step-by-step actions (B, STEPS, 2, 2)."""
-    return np.repeat(plan, STEPS // plan.shape[1], axis=1)
-
-
-def hidden_plan(seed):
-    """The seed's pinch: both fingers press in for two intervals (3 to 6 cm each), the lower or higher by up to
-    2 cm, hold, and leave."""
-    rng = np.random.default_rng(seed)
-    seconds = STEPS * Shaping.DT / PHASES
-    plan = np.zeros((1, PHASES, 2, 2))
-    plan[0, :2, 0, 0], plan[0, :2, 1, 0] = rng.uniform(0.03, 0.06, 2) / (2 * seconds) * [1, -1]
-    plan[0, 0, :, 1] = rng.uniform(-0.02, 0.02) / seconds
-    plan[0, 3:, 0, 0], plan[0, 3:, 1, 0] = -1.0, 1.0
-    return plan
-
-
-def occupancy(points, cells=2 * N_GRID):
-    """The cells of a grid as fine as the points' spacing (2 N_GRID per side) that the clay fills: each point's unit
-    of mass spread over its 3 x 3 nearest cells by MPM's quadratic B-spline, a cell filled where it holds more than
-    half a point (the clay at rest holds one a cell)."""
-    q = points * cells
-    base = np.floor(q - 0.5).astype(int)
-    f = q - base
-    weights = [0.5 * (1.5 - f) ** 2, 0.75 - (f - 1.0) ** 2, 0.5 * (f - 0.5) ** 2]
-    mass = np.zeros((cells, cells))
-    for i in range(3):
-        for j in range(3):
-            np.add.at(mass, (np.clip(base[:, 0] + i, 0, cells - 1), np.clip(base[:, 1] + j, 0, cells - 1)),
-                      weights[i][:, 0] * weights[j][:, 1])
-    return mass > 0.5
-
-
-def iou(points, target):
-    a, b = occupancy(points), occupancy(target)
-    return float((a & b).sum() / (a | b).sum())
+def score(points, target):
+    """IoU of the cells the clay fills, on cells as wide as the points' spacing."""
+    return iou(points, target, cells=2 * N_GRID)
 
 
 def fit_by_gradient(sim, loss, iterations, intervals, lr):
@@ -83,11 +39,11 @@ def fit_by_gradient(sim, loss, iterations, intervals, lr):
     the clay), a fifth of it for the rest; each iteration one rollout and one backward pass.
     (plan, seconds, loss per iteration)"""
     def objective(values):
-        sim.set_actions(actions(values["plan"]))
+        sim.set_actions(plan_actions(values["plan"]))
         g = sim.gradient(loss)
-        return g.value, {"plan": g.actions.reshape(1, intervals, -1, 2, 2).sum(axis=2)}
+        return g.value, {"plan": g.actions.reshape((1, intervals, -1) + sim.action_shape).sum(axis=2)}
 
-    started, plan, history = time.perf_counter(), np.zeros((1, intervals, 2, 2)), []
+    started, plan, history = time.perf_counter(), np.zeros((1, intervals) + sim.action_shape), []
     first = 2 * iterations // 3
     for rate, count in ((lr, first), (lr / 5, iterations - first)):
         result = minimize(objective, {"plan": plan}, optimizer=Adam(lr=rate), iterations=count, progress=True,
@@ -97,13 +53,14 @@ def fit_by_gradient(sim, loss, iterations, intervals, lr):
     return plan, time.perf_counter() - started, history
 
 
-def fit_by_cem(loss_of, seconds, seed, intervals, population=32, elites=4):
-    """CEM on the plan for `seconds` of wall-clock: sample, keep the best elites, refit mean and spread."""
+def fit_by_cem(loss_of, seconds, seed, shape, population=32, elites=4):
+    """CEM on a plan of the given shape (intervals, tools, 2) for `seconds` of wall-clock: sample, keep the best
+    elites, refit mean and spread."""
     rng = np.random.default_rng(seed)
-    mean, spread = np.zeros((intervals, 2, 2)), np.full((intervals, 2, 2), 0.5)
+    mean, spread = np.zeros(shape), np.full(shape, 0.5)
     best, best_plan, rounds, started = np.inf, mean, 0, time.perf_counter()
     while time.perf_counter() - started < seconds:
-        samples = mean + spread * rng.normal(size=(population, intervals, 2, 2))
+        samples = mean + spread * rng.normal(size=(population,) + shape)
         values = loss_of(samples)
         order = np.argsort(values)
         if values[order[0]] < best:
@@ -117,40 +74,40 @@ def fit_by_cem(loss_of, seconds, seed, intervals, population=32, elites=4):
 
 def main(seeds=3, iterations=90, intervals=25, lr=0.05, out="out"):
     tisim.init(precision="f64")
-    sim, population = scene(), scene(batch=32)
+    sim, population = Pinch.scene(), Pinch.scene(batch=32)
     folder = pathlib.Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     figures = dict(seeds=[], iterations=iterations, intervals=intervals, lr=lr, steps=STEPS, dt=sim.dt, n_grid=N_GRID,
                    points=sim.n_particles)
     for seed in range(seeds):
-        sim.set_actions(actions(hidden_plan(seed)))  # five pieces, as many steps as any plan
+        sim.set_actions(plan_actions(Pinch.hidden_plan(seed)))
         target = sim.rollout()["pos"][0, -1]
         loss = TerminalTarget({"pos": target}, weights={"pos": 1.0 / sim.n_particles})
         sim.set_actions(np.zeros_like(sim.actions))
         start = sim.rollout()["pos"][0, -1]
 
         def scored(plan):
-            sim.set_actions(actions(plan))
+            sim.set_actions(plan_actions(plan))
             final = sim.rollout()["pos"][0, -1]
-            return dict(loss=float(sim.evaluate(loss)[0]), iou=iou(final, target))
+            return dict(loss=float(sim.evaluate(loss)[0]), iou=score(final, target))
 
         plan, seconds, history = fit_by_gradient(sim, loss, iterations, intervals, lr)
         adam = dict(scored(plan), seconds=seconds, rollouts=iterations, loss_history=history)
 
         def loss_of(samples):
-            population.set_actions(actions(samples))
+            population.set_actions(plan_actions(samples))
             return population.evaluate(loss)
 
-        cem_plan, rollouts = fit_by_cem(loss_of, seconds, seed, intervals)
+        cem_plan, rollouts = fit_by_cem(loss_of, seconds, seed, (intervals,) + sim.action_shape)
         cem = dict(scored(cem_plan), seconds=seconds, rollouts=rollouts)
-        base = iou(start, target)
+        base = score(start, target)
         for result in (adam, cem):
             result["normalized_incremental_iou"] = (result["iou"] - base) / (1.0 - base)
         figures["seeds"].append(dict(seed=seed, iou_at_start=base, adam=adam, cem=cem))
         print(f"seed {seed}: IoU at the start {base:.3f}; Adam {adam['iou']:.3f} (loss {adam['loss']:.2e}, "
               f"{seconds:.0f} s); CEM {cem['iou']:.3f} (loss {cem['loss']:.2e}, {rollouts} rollouts)")
         if seed == 0:
-            sim.set_actions(actions(plan))
+            sim.set_actions(plan_actions(plan))
             traj = sim.rollout()
             pictures = viz.frames(sim, traj, {**sim.params, "target": target[None]}, every=20,
                                   bounds=(0.25, 0.75, 0.02, 0.27), size=(360, 180),
@@ -175,6 +132,6 @@ if __name__ == "__main__":
             parser.error(f"--{name} must be >= 1, got {getattr(args, name)}")
     if not args.lr > 0:
         parser.error(f"--lr must be > 0, got {args.lr}")
-    if args.intervals < 1 or STEPS % args.intervals or args.intervals % PHASES:
-        parser.error(f"--intervals must divide {STEPS} and be a multiple of {PHASES}, got {args.intervals}")
+    if args.intervals < 1 or STEPS % args.intervals:
+        parser.error(f"--intervals must divide {STEPS}, got {args.intervals}")
     main(args.seeds, args.iterations, args.intervals, args.lr, args.out)
