@@ -125,7 +125,7 @@ if __name__ == "__main__":
     parser.add_argument("--iterations", type=int, default=90, help="Adam iterations (default 90)")
     parser.add_argument("--intervals", type=int, default=25, help="pieces of the fitted plan (a divisor of 500)")
     parser.add_argument("--lr", type=float, default=0.05, help="Adam's first learning rate [m/s]")
-    parser.add_argument("--out", default="out")
+    parser.add_argument("--out", default="out", help="folder for plasticine_pinch.json and .gif (default out)")
     args = parser.parse_args()
     for name in ("seeds", "iterations"):
         if getattr(args, name) < 1:

@@ -110,8 +110,10 @@ def test_the_tools_hand_written_reverses_are_taichis_reverse_mode():
 
 
 @pytest.mark.parametrize("make, error, message", [
-    (lambda: Shaping(horizon=2), ValueError, "Shaping: tools must be a non-empty list of tisim.systems.mpm.Tool"),
+    (lambda: Shaping(horizon=2, body=Body.box([0.4, 0.4], [0.6, 0.6], 0.05)), ValueError,
+     "Shaping: tools must be a non-empty list of tisim.systems.mpm.Tool"),
     (lambda: Shaping(horizon=2, tools=[]), ValueError, "tools must be a non-empty list"),
+    (lambda: Shaping(horizon=0, tools=[]), ValueError, "Shaping: horizon must be an integer >= 1"),
     (lambda: Shaping(horizon=2, tools=[Tool.sphere([0.5, 0.5], 0.1)], n_tools=2), ValueError,
      "n_tools is not a keyword"),
     (lambda: Shaping(horizon=2, tools=[Tool.sphere([0.5, 0.5, 0.5], 0.1)]), ValueError,

@@ -8,16 +8,17 @@ hand-written reverse, so on a CPU the backward pass stays one launch.
 import numpy as np
 import taichi as ti
 
+from tisim.core.model import check_run
 from tisim.core.quantities import Quantity
 from tisim.systems.mpm import tools as laws
-from tisim.systems.mpm.system import MPM
+from tisim.systems.mpm.system import BAND, MPM, Body
 from tisim.systems.mpm.tools import Tool
 
 
 class Shaping(MPM):
     """A body of MPM material (default: a 2D block of von Mises clay on the floor) and kinematic tools that move as
-    the actions say: tools, a list of tisim.systems.mpm.Tool (their start, shape and friction); the actions are the
-    tools' velocities, shape (T, n_tools, dim). The material's points take no activation (a body with actuators is
+    the actions say: tools, a list of tisim.systems.mpm.Tool (their start, shape and friction; default: a 3 cm disc
+    1 cm above the default block's middle); the actions are the tools' velocities, shape (T, n_tools, dim). The material's points take no activation (a body with actuators is
     refused). The tools' sizes, friction and softness are parameters like the material's, so they can be fitted."""
 
     PARAMS = MPM.PARAMS + (
@@ -38,18 +39,21 @@ class Shaping(MPM):
     REVERSES = dict(MPM.REVERSES, tools=("tools_reverse", "n_tools"))
 
     def __init__(self, horizon, batch=1, dt=None, body=None, n_grid=32, tools=None, **values):
+        check_run("Shaping", horizon, batch, dt)
         if "n_tools" in values:
             raise ValueError("Shaping: n_tools is not a keyword: it is the number of tools; pass tools=")
+        if body is None and isinstance(n_grid, (int, np.integer)) and n_grid > 0:
+            # MPM checks n_grid itself, with its allowed range
+            body = Body.box([0.4, BAND / n_grid], [0.6, BAND / n_grid + 0.1], 0.5 / n_grid)
+            values.setdefault("material", "von_mises")
+            if tools is None:
+                tools = [Tool.sphere([0.5, BAND / n_grid + 0.14], 0.03)]
         if not isinstance(tools, (list, tuple)) or not tools or not all(isinstance(t, Tool) for t in tools):
             raise ValueError("Shaping: tools must be a non-empty list of tisim.systems.mpm.Tool, got "
                              f"{type(tools).__name__}")
-        if body is None:
-            from tisim.systems.mpm.system import BAND, Body
-            body = Body.box([0.4, BAND / n_grid], [0.6, BAND / n_grid + 0.1], 0.5 / n_grid)
-            values.setdefault("material", "von_mises")
-        if any(t.dim != body.dim for t in tools):
+        if isinstance(body, Body) and any(t.dim != body.dim for t in tools):
             raise ValueError(f"Shaping: every tool must have {body.dim} coordinates, as the body's points")
-        if np.any(body.actuators >= 0):
+        if isinstance(body, Body) and np.any(body.actuators >= 0):
             raise ValueError("Shaping: the body must have no actuators (the actions move the tools)")
         for name, value in (("tool_half", [t.half for t in tools]), ("tool_radius", [t.radius for t in tools]),
                             ("tool_mu", [t.mu for t in tools])):
