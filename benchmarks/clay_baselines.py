@@ -90,6 +90,25 @@ def run_ppo(task, target, seconds, checkpoint, seed=0):
     return record
 
 
+def warm_up(task, sim, population):
+    """Compile what each method runs before any clock starts: the gradient, a population's rollout, a vector
+    environment's step."""
+    import gymnasium
+
+    sim.gradient(compile_loss(sim))
+    population.evaluate(compile_loss(population))
+    vector = gymnasium.make_vec(f"tisim/{task}-v0", num_envs=ENVIRONMENTS)
+    vector.reset(seed=0)
+    vector.step(np.zeros((ENVIRONMENTS,) + vector.single_action_space.shape))
+
+
+def compile_loss(sim):
+    """Any loss on the points (for compiling)."""
+    from tisim.losses import TerminalTarget
+
+    return TerminalTarget({"pos": sim.initial_state["pos"][0]})
+
+
 def main():
     parser = argparse.ArgumentParser(description="Adam, CEM and PPO on tisim's clay tasks.")
     parser.add_argument("--tasks", default="Pinch,RollingPin,Move", help="of tisim/envs/shape.py (default all three)")
@@ -106,6 +125,7 @@ def main():
     for task in args.tasks.split(","):
         kind = getattr(shape, task)
         sim, population = kind.scene(), kind.scene(batch=32)
+        warm_up(task, sim, population)
         rows = []
         for target in range(args.targets):
             sim.set_actions(shape.plan_actions(kind.hidden_plan(target)))

@@ -1,8 +1,9 @@
 """The material point method (MLS-MPM) in 2D and 3D: the system, its material laws and its grid transfers, and the
 kinematic tools that shape its material."""
+from tisim.systems.mpm.body import Body
 from tisim.systems.mpm.readouts import iou, occupancy
 from tisim.systems.mpm.shaping import Shaping
-from tisim.systems.mpm.system import BAND, MPM, Body
+from tisim.systems.mpm.system import BAND, MPM
 from tisim.systems.mpm.tools import Tool
 
 __all__ = [

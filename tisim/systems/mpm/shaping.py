@@ -11,15 +11,17 @@ import taichi as ti
 from tisim.core.model import check_run
 from tisim.core.quantities import Quantity
 from tisim.systems.mpm import tools as laws
-from tisim.systems.mpm.system import BAND, MPM, Body
+from tisim.systems.mpm.body import Body
+from tisim.systems.mpm.system import BAND, MPM
 from tisim.systems.mpm.tools import Tool
 
 
 class Shaping(MPM):
     """A body of MPM material (default: a 2D block of von Mises clay on the floor) and kinematic tools that move as
     the actions say: tools, a list of tisim.systems.mpm.Tool (their start, shape and friction; default: a 3 cm disc
-    1 cm above the default block's middle); the actions are the tools' velocities, shape (T, n_tools, dim). The material's points take no activation (a body with actuators is
-    refused). The tools' sizes, friction and softness are parameters like the material's, so they can be fitted."""
+    1 cm above the default block's middle); the actions are the tools' velocities, shape (T, n_tools, dim). The
+    material's points take no activation (a body with actuators is refused). The tools' sizes, friction and softness
+    are parameters like the material's, so they can be fitted."""
 
     PARAMS = MPM.PARAMS + (
         Quantity("tool_half", 0.0, "m", "half extents of each tool's box", shape=("n_tools", "dim"),
