@@ -8,7 +8,7 @@
 #   ppo   stable_baselines3.PPO("MlpPolicy") on the task's Gymnasium environment (the same scene and target; an
 #         action every 4 ms, 25 an episode), 16 environments as one simulator's batch, n_steps 64, batch 256, 10
 #         epochs, lr 3e-4, gamma 0.99, GAE 0.95, clip 0.2, networks (64, 64) tanh, observations and rewards
-#         normalized; for `--ppo-factor` times Adam's wall-clock (default 5), scored at Adam's wall-clock and at
+#         normalized; for `--ppo-factor` times Adam's wall-clock (default 4), scored at Adam's wall-clock and at
 #         the end
 #
 # Scored alike: the intersection over union (IoU) of the cells the clay fills at the end with those the target fills
@@ -16,7 +16,7 @@
 # from the episode's start (the task has no randomness). One process, one method at a time, one thread each.
 # Writes out/clay_baselines_<task>.json and prints a table.
 #
-# Command: python benchmarks/clay_baselines.py [--tasks Pinch,RollingPin,Move] [--targets 3] [--ppo-factor 5]
+# Command: python benchmarks/clay_baselines.py [--tasks Pinch,RollingPin,Move] [--targets 3] [--ppo-factor 4]
 #          [--out out]
 import argparse
 import importlib.util
@@ -113,7 +113,7 @@ def main():
     parser = argparse.ArgumentParser(description="Adam, CEM and PPO on tisim's clay tasks.")
     parser.add_argument("--tasks", default="Pinch,RollingPin,Move", help="of tisim/envs/shape.py (default all three)")
     parser.add_argument("--targets", type=int, default=3, help="hidden plans 0, 1, ... (default 3)")
-    parser.add_argument("--ppo-factor", type=float, default=5.0, help="PPO's time as a multiple of Adam's")
+    parser.add_argument("--ppo-factor", type=float, default=4.0, help="PPO's time as a multiple of Adam's (default 4)")
     parser.add_argument("--out", default="out")
     args = parser.parse_args()
     from tisim.envs import shape
