@@ -220,12 +220,13 @@ def left_stretch_deviator(F):
     return np.linalg.norm(deviator, axis=(1, 2))
 
 
-def neo_hookean_column_shortening(z1, z2, height, E, rho, g=9.8):
+def neo_hookean_column_shortening(z1, z2, height, E, rho, g=9.8, top=0.0):
     """Shortening between reference heights z1 < z2 of a nu = 0 neo-Hookean column of the given height standing
-    on a floor (numpy, apart from the code). With nu = 0 the sides stay put and the stretch lam along the column
-    carries the weight above it: mu (lam - 1 / lam) = -rho g (height - z), mu = E / 2; solved for lam, integrated."""
+    on a floor (numpy, apart from the code), pressed on its top by a pressure `top` [Pa]. With nu = 0 the sides stay
+    put and the stretch lam along the column carries what lies above it: mu (lam - 1 / lam) = -(top + rho g (height -
+    z)), mu = E / 2; solved for lam, integrated."""
     z = np.linspace(z1, z2, 20001)
-    load = -rho * g * (height - z) / (E / 2)
+    load = -(top + rho * g * (height - z)) / (E / 2)
     lam = (load + np.sqrt(load * load + 4)) / 2
     return float(np.sum((1 - lam[1:] + 1 - lam[:-1]) / 2 * np.diff(z)))
 

@@ -20,6 +20,7 @@ ROLLOUTS = {  # a short real rollout of every drawn system, from a start that mo
     "MassSpring": dict(robot="worm"),
     "MPM": dict(),
     "Shaping": dict(tools=[Tool.sphere([0.3, 0.2], 0.05)]),
+    "Coupled": dict(tools=[Tool.sphere([0.5, 0.3], 0.05)]),
 }
 
 

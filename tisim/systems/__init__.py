@@ -4,6 +4,7 @@ from tisim.systems.bouncing_ball import BouncingBall
 from tisim.systems.cartpole import Cartpole
 from tisim.systems.linear import Linear, ScalarLinear
 from tisim.systems.mass_spring.system import MassSpring
+from tisim.systems.mpm.coupled import Coupled
 from tisim.systems.mpm.shaping import Shaping
 from tisim.systems.mpm.system import MPM
 from tisim.systems.pendulum import DoublePendulum, Pendulum
@@ -16,6 +17,7 @@ __all__ = [
     "Articulation",
     "BouncingBall",
     "Cartpole",
+    "Coupled",
     "DoublePendulum",
     "Linear",
     "MassSpring",

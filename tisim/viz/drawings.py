@@ -240,6 +240,7 @@ DRAW = {
     "MassSpring": draw_mass_spring,
     "MPM": draw_mpm,
     "Shaping": draw_shaping,
+    "Coupled": draw_shaping,
 }
 # 3D bodies: {state, params} -> what tisim.scene.Scene.render takes
 def points_shaping(state, params):
@@ -254,7 +255,7 @@ def points_shaping(state, params):
     return picture
 
 
-DRAW3D = {"MPM": points_mpm, "MassSpring": points_mass_spring, "Shaping": points_shaping}
+DRAW3D = {"MPM": points_mpm, "MassSpring": points_mass_spring, "Shaping": points_shaping, "Coupled": points_shaping}
 
 
 def rollout_box(traj, params=None, marks=()):
@@ -286,7 +287,8 @@ def look_at_rollout(traj, params=None, size=(320, 240), marks=(), direction=(0.5
 CAPTION_BAND = 19  # [px] a caption's height, its box included (12 pixel text)
 
 
-LOOKS3D = {"MassSpring": look_at_rollout, "MPM": look_at_rollout, "Shaping": look_at_rollout}
+LOOKS3D = {"MassSpring": look_at_rollout, "MPM": look_at_rollout, "Shaping": look_at_rollout,
+           "Coupled": look_at_rollout}
 
 # ---- default views: (traj {name: array (T+1,)}, params {name: float}) -> (xmin, xmax, ymin, ymax) [m] -------------
 def view_cartpole(traj, params):
@@ -352,6 +354,7 @@ VIEWS = {
     "MassSpring": view_mass_spring,
     "MPM": lambda traj, params: (0.0, 1.0, 0.0, 1.0),  # the grid's unit square
     "Shaping": lambda traj, params: (0.0, 1.0, 0.0, 1.0),
+    "Coupled": lambda traj, params: (0.0, 1.0, 0.0, 1.0),
 }
 
 

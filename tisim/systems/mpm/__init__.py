@@ -1,6 +1,7 @@
 """The material point method (MLS-MPM) in 2D and 3D: the system, its material laws and its grid transfers, and the
-kinematic tools that shape its material."""
+kinematic tools that shape its material, and free rigid bodies coupled to it both ways."""
 from tisim.systems.mpm.body import Body
+from tisim.systems.mpm.coupled import Coupled
 from tisim.systems.mpm.readouts import iou, occupancy
 from tisim.systems.mpm.shaping import Shaping
 from tisim.systems.mpm.system import BAND, MPM
@@ -9,6 +10,7 @@ from tisim.systems.mpm.tools import Tool
 __all__ = [
     "BAND",
     "Body",
+    "Coupled",
     "MPM",
     "Shaping",
     "Tool",

@@ -40,10 +40,13 @@ class Shaping(MPM):
     FUSED = dict(MPM.FUSED, tools=("tools_fused", "n_tools"))
     REVERSES = dict(MPM.REVERSES, tools=("tools_reverse", "n_tools"))
 
+    FREE = False  # the tools feel nothing back (Coupled's do)
+
     def __init__(self, horizon, batch=1, dt=None, body=None, n_grid=32, tools=None, **values):
-        check_run("Shaping", horizon, batch, dt)
+        name = type(self).__name__
+        check_run(name, horizon, batch, dt)
         if "n_tools" in values:
-            raise ValueError("Shaping: n_tools is not a keyword: it is the number of tools; pass tools=")
+            raise ValueError(f"{name}: n_tools is not a keyword: it is the number of tools; pass tools=")
         if body is None and isinstance(n_grid, (int, np.integer)) and n_grid > 0:
             # MPM checks n_grid itself, with its allowed range
             body = Body.box([0.4, BAND / n_grid], [0.6, BAND / n_grid + 0.1], 0.5 / n_grid)
@@ -51,12 +54,12 @@ class Shaping(MPM):
             if tools is None:
                 tools = [Tool.sphere([0.5, BAND / n_grid + 0.14], 0.03)]
         if not isinstance(tools, (list, tuple)) or not tools or not all(isinstance(t, Tool) for t in tools):
-            raise ValueError("Shaping: tools must be a non-empty list of tisim.systems.mpm.Tool, got "
+            raise ValueError(f"{name}: tools must be a non-empty list of tisim.systems.mpm.Tool, got "
                              f"{type(tools).__name__}")
         if isinstance(body, Body) and any(t.dim != body.dim for t in tools):
-            raise ValueError(f"Shaping: every tool must have {body.dim} coordinates, as the body's points")
+            raise ValueError(f"{name}: every tool must have {body.dim} coordinates, as the body's points")
         if isinstance(body, Body) and np.any(body.actuators >= 0):
-            raise ValueError("Shaping: the body must have no actuators (the actions move the tools)")
+            raise ValueError(f"{name}: the body must have no actuators (the actions move the tools)")
         for name, value in (("tool_half", [t.half for t in tools]), ("tool_radius", [t.radius for t in tools]),
                             ("tool_mu", [t.mu for t in tools])):
             values.setdefault(name, np.array(value))
@@ -76,9 +79,19 @@ class Shaping(MPM):
 
     # ---- the tools' motion: a phase of its own ----------------------------------------------------------------
     @ti.func
+    def velocity(self, s: ti.template(), k):
+        """Tool k's velocity during the step: its action."""
+        return s.action("tool_vel", k)
+
+    @ti.func
+    def add_velocity(self, s: ti.template(), bar: ti.template(), k, value):
+        """Add the derivative `value` with respect to tool k's velocity during the step into what it came from."""
+        bar.add_action("tool_vel", k, value)
+
+    @ti.func
     def moved(self, s: ti.template(), k):
-        """Tool k's centre at the end of the step."""
-        return s.state("tool_pos", k) + s.dt * s.action("tool_vel", k)
+        """Tool k's centre at the end of the step, where the grid meets it."""
+        return s.state("tool_pos", k) + s.dt * self.velocity(s, k)
 
     @ti.func
     def tools(self, s: ti.template(), k):
@@ -92,7 +105,7 @@ class Shaping(MPM):
     def tools_reverse(self, s: ti.template(), bar: ti.template(), k):
         moved_bar = bar.next_state("tool_pos", k)
         bar.add_state("tool_pos", k, moved_bar)
-        bar.add_action("tool_vel", k, s.dt * moved_bar)
+        self.add_velocity(s, bar, k, s.dt * moved_bar)
 
     # ---- the grid: the walls, then each tool ---------------------------------------------------------------------
     @ti.func
@@ -105,7 +118,7 @@ class Shaping(MPM):
     def pushed_by(self, s: ti.template(), c, v, k: ti.template()):
         """Cell c's velocity v after tool k's push."""
         phi, n = laws.rounded_box(self.node(c) - self.moved(s, k), s.param("tool_half", k), s.param("tool_radius", k))
-        return laws.push(v, s.action("tool_vel", k), phi, n, s.param("tool_mu", k), s.param("tool_softness"))
+        return laws.push(v, self.velocity(s, k), phi, n, s.param("tool_mu", k), s.param("tool_softness"))
 
     @ti.func
     def pushed(self, s: ti.template(), c, v, tools: ti.template()):
@@ -117,27 +130,41 @@ class Shaping(MPM):
 
     @ti.func
     def grid(self, s: ti.template(), c):
-        s.assign("grid_velocity", c, self.pushed(s, c, self.walled(s, c), self.n_tools))
+        v = self.walled(s, c)
+        for k in ti.static(range(self.n_tools)):
+            after = self.pushed_by(s, c, v, k)
+            if ti.static(self.FREE):  # the momentum the push gives the cell, taken from the tool
+                s.accumulate("tool_impulse", k, s.scratch("grid_mass", c) * (v - after))
+            v = after
+        s.assign("grid_velocity", c, v)
 
     @ti.func
     def grid_reverse(self, s: ti.template(), bar: ti.template(), c):
         v_bar = bar.scratch("grid_velocity", c)
-        if ti.abs(v_bar).max() > 0.0:  # else it adds nothing (the walls' reverse says why)
-            walled = self.walled(s, c)
+        m = s.scratch("grid_mass", c)
+        # else it adds nothing (the walls' reverse says why); a free tool's impulse reaches every cell with mass
+        if ti.abs(v_bar).max() > 0.0 or (ti.static(self.FREE) and m > 0.0):
+            walled, m_bar = self.walled(s, c), 0.0
             for j in ti.static(range(self.n_tools - 1, -1, -1)):
                 v = self.pushed(s, c, walled, j)  # before tool j, as the grid computes it
                 d = self.node(c) - self.moved(s, j)
                 half, radius = s.param("tool_half", j), s.param("tool_radius", j)
-                u, mu, softness = s.action("tool_vel", j), s.param("tool_mu", j), s.param("tool_softness")
+                u, mu, softness = self.velocity(s, j), s.param("tool_mu", j), s.param("tool_softness")
                 phi, n = laws.rounded_box(d, half, radius)
-                v_bar_in, u_bar, phi_bar, n_bar, mu_bar, softness_bar = laws.push_reverse(v, u, phi, n, mu,
-                                                                                          softness, v_bar)
+                impulse_bar = ti.Vector.zero(float, self.dim)
+                if ti.static(self.FREE):  # the impulse m (v - after) on the tool
+                    impulse_bar = bar.scratch("tool_impulse", j)
+                    m_bar += impulse_bar.dot(v - laws.push(v, u, phi, n, mu, softness))
+                v_bar_in, u_bar, phi_bar, n_bar, mu_bar, softness_bar = laws.push_reverse(
+                    v, u, phi, n, mu, softness, v_bar - m * impulse_bar)
                 d_bar, half_bar = laws.rounded_box_reverse(d, half, phi_bar, n_bar)
-                v_bar = v_bar_in
+                v_bar = v_bar_in + m * impulse_bar
                 bar.add_state("tool_pos", j, -d_bar)
-                bar.add_action("tool_vel", j, u_bar - s.dt * d_bar)
+                self.add_velocity(s, bar, j, u_bar - s.dt * d_bar)
                 bar.add_param("tool_half", j, half_bar)
                 bar.add_param("tool_radius", j, -phi_bar)
                 bar.add_param("tool_mu", j, mu_bar)
                 bar.add_param("tool_softness", 0, softness_bar)
             self.walled_reverse(s, bar, c, v_bar)
+            if ti.static(self.FREE):
+                bar.accumulate("grid_mass", c, m_bar)
