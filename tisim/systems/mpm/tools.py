@@ -124,7 +124,9 @@ def rounded_box_reverse(d, half, phi_bar, n_bar):
         # phi = |out|, n = sign m with m = out / |out|: dm = (I - m m^T) dout / |out|
         pulled = sign * n_bar
         out_bar = phi_bar * m + (pulled - m.dot(pulled) * m) / length
-        q_bar = ti.Vector([ti.select(q[k] > 0.0, out_bar[k], 0.0) for k in ti.static(range(d.n))])
+        # q_k = 0 counts as outside: for a zero half extent, d_k = 0 (a sphere's centre in line with a node) is where
+        # n_k = d_k / |d| passes smoothly through zero, and only that side gives its slope 1 / |d|
+        q_bar = ti.Vector([ti.select(q[k] >= 0.0, out_bar[k], 0.0) for k in ti.static(range(d.n))])
     else:  # phi = q_axis, n constant
         deepest, axis = q[0], 0
         for k in ti.static(range(1, d.n)):
