@@ -61,6 +61,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/policy_baselines_reacher.py
 	$(PY) benchmarks/clay_baselines.py
 	$(PY) benchmarks/shaping_cost.py
+	$(PY) benchmarks/coupled_cost.py
 	$(PY) benchmarks/peers_articulation.py
 
 clean:
