@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from tisim import plots, systems, viz
+from tisim.systems.mass_spring import grid
 from tisim.systems.mpm import Tool
 from tisim.viz.raster import MARK, ROD
 
@@ -21,6 +22,7 @@ ROLLOUTS = {  # a short real rollout of every drawn system, from a start that mo
     "MPM": dict(),
     "Shaping": dict(tools=[Tool.sphere([0.3, 0.2], 0.05)]),
     "Coupled": dict(tools=[Tool.sphere([0.5, 0.3], 0.05)]),
+    "Manipulation": dict(robot=grid(4, 2, actuate_every_spring=False), tools=[Tool.sphere([0.08, 0.1], 0.03)]),
 }
 
 
@@ -114,7 +116,7 @@ def test_frames_for_every_system(name):
         assert picture.std() > 5
     by_name = viz.frames(name, traj, sim.params, every=5, size=(160, 120))
     assert by_name[0].shape == (120, 160, 3) and by_name[-1].std() > 5
-    if name != "MassSpring":  # by name, a mass-spring picture has no springs: they are structure, not parameters
+    if name not in ("MassSpring", "Manipulation"):  # by name, a mass-spring picture has no springs: structure
         np.testing.assert_array_equal(viz.frames(name, traj, sim.params, every=5)[-1], pictures[-1])
 
 

@@ -172,6 +172,11 @@ def draw_shaping(canvas, state, params):
     for p in np.asarray(params.get("target", np.zeros((0, 2))), float):
         canvas.circle(p[:2], 2.0 / canvas.scale, MARK, filled=False, width_px=1.0)
     draw_mpm(canvas, state, params)
+    draw_tools(canvas, state, params)
+
+
+def draw_tools(canvas, state, params):
+    """Tools (tisim.systems.mpm.Tool), rounded boxes: two crossed rectangles and a disc at each corner."""
     centres = np.asarray(state["tool_pos"], float).reshape(-1, 2)
     halves = np.asarray(params["tool_half"], float).reshape(-1, 2)
     for centre, half, radius in zip(centres, halves, np.ravel(params["tool_radius"])):
@@ -180,6 +185,12 @@ def draw_shaping(canvas, state, params):
         if radius > 0:
             for corner in ([-1, -1], [-1, 1], [1, -1], [1, 1]):
                 canvas.circle(centre + half * corner, radius, ROD)
+
+
+def draw_manipulation(canvas, state, params):
+    """A mass-spring body and the kinematic tools that handle it."""
+    draw_mass_spring(canvas, state, params)
+    draw_tools(canvas, state, params)
 
 
 def balls(state, params):
@@ -241,21 +252,35 @@ DRAW = {
     "MPM": draw_mpm,
     "Shaping": draw_shaping,
     "Coupled": draw_shaping,
+    "Manipulation": draw_manipulation,
 }
 # 3D bodies: {state, params} -> what tisim.scene.Scene.render takes
 def points_shaping(state, params):
     """A 3D material-point body and its tools: a tool without half extents as a sphere, any other as the box that
     bounds it."""
-    picture = points_mpm(state, params)
+    return with_tools(points_mpm(state, params), state, params)
+
+
+def points_manipulation(state, params):
+    """A 3D mass-spring body and its tools, as points_shaping draws them."""
+    return with_tools(points_mass_spring(state, params), state, params)
+
+
+def with_tools(picture, state, params):
+    """A 3D picture with the tools added: a tool without half extents as a sphere, any other as the box that bounds
+    it."""
     centres = np.asarray(state["tool_pos"], float).reshape(-1, 3)
     halves = np.asarray(params["tool_half"], float).reshape(-1, 3)
     radii = np.ravel(params["tool_radius"])
-    picture["spheres"] = [(c, r) for c, h, r in zip(centres, halves, radii) if not np.any(h)]
-    picture["boxes"] = [(c, h + r) for c, h, r in zip(centres, halves, radii) if np.any(h)]
+    picture["spheres"] = list(picture.get("spheres", [])) + [(c, r) for c, h, r in zip(centres, halves, radii)
+                                                             if not np.any(h)]
+    picture["boxes"] = list(picture.get("boxes", [])) + [(c, h + r) for c, h, r in zip(centres, halves, radii)
+                                                         if np.any(h)]
     return picture
 
 
-DRAW3D = {"MPM": points_mpm, "MassSpring": points_mass_spring, "Shaping": points_shaping, "Coupled": points_shaping}
+DRAW3D = {"MPM": points_mpm, "MassSpring": points_mass_spring, "Shaping": points_shaping, "Coupled": points_shaping,
+          "Manipulation": points_manipulation}
 
 
 def rollout_box(traj, params=None, marks=()):
@@ -288,7 +313,7 @@ CAPTION_BAND = 19  # [px] a caption's height, its box included (12 pixel text)
 
 
 LOOKS3D = {"MassSpring": look_at_rollout, "MPM": look_at_rollout, "Shaping": look_at_rollout,
-           "Coupled": look_at_rollout}
+           "Coupled": look_at_rollout, "Manipulation": look_at_rollout}
 
 # ---- default views: (traj {name: array (T+1,)}, params {name: float}) -> (xmin, xmax, ymin, ymax) [m] -------------
 def view_cartpole(traj, params):
@@ -344,6 +369,11 @@ def view_mass_spring(traj, params):
     return (x.min() - margin, x.max() + margin, min(y.min(), 0.0) - margin, y.max() + margin)
 
 
+def view_manipulation(traj, params):
+    """Every particle's and tool's path, with the floor."""
+    return view_mass_spring({"pos": np.concatenate([traj["pos"], traj["tool_pos"]], axis=-2)}, params)
+
+
 VIEWS = {
     "Cartpole": view_cartpole,
     "Pendulum": view_pendulum,
@@ -352,6 +382,7 @@ VIEWS = {
     "SlidingBlock": view_sliding_block,
     "Rigid2D": view_rigid2d,
     "MassSpring": view_mass_spring,
+    "Manipulation": view_manipulation,
     "MPM": lambda traj, params: (0.0, 1.0, 0.0, 1.0),  # the grid's unit square
     "Shaping": lambda traj, params: (0.0, 1.0, 0.0, 1.0),
     "Coupled": lambda traj, params: (0.0, 1.0, 0.0, 1.0),
