@@ -48,17 +48,18 @@ def spring_network_equilibrium(sheet, positions, centre, radius, M, k, kc, softn
     """The forces on a ball lying on a cloth, computed here in numpy: springs k (r - L) along each spring, weights,
     and the soft penalty kc s ln(1 + e^(d / s)) along the normal between the ball and each particle (d the depth).
     Newton's method (a numerical Jacobian), started from the given particle positions and ball centre, solves for
-    the free particles and the ball where they balance. Returns (positions, centre, the largest force at the start,
-    the largest at the solution)."""
-    positions = np.array(positions, dtype=float)
+    the free particles and the ball where they balance; M None: a sphere held still at `centre` (the particles
+    alone are solved for). Returns (positions, centre, the largest force at the start, the largest at the
+    solution)."""
+    positions, held = np.array(positions, dtype=float), M is None
     springs = sheet.springs
     rest = np.linalg.norm(sheet.particles[springs[:, 1]] - sheet.particles[springs[:, 0]], axis=1)
     free = np.setdiff1d(np.arange(len(positions)), sheet.pinned)
 
     def unpack(z):
         p = positions.copy()
-        p[free] = z[:-3].reshape(-1, 3)
-        return p, z[-3:]
+        p[free] = (z if held else z[:-3]).reshape(-1, 3)
+        return p, (centre if held else z[-3:])
 
     def residual(z):
         p, c = unpack(z)
@@ -72,9 +73,10 @@ def spring_network_equilibrium(sheet, positions, centre, radius, M, k, kc, softn
         delta = p - c
         distance = np.linalg.norm(delta, axis=1)
         push = (kc * softness * np.logaddexp(0.0, (radius - distance) / softness) / distance)[:, None] * delta
-        return np.concatenate([(force + push)[free].ravel(), -push.sum(axis=0) - [0.0, M * g, 0.0]])
+        particles = (force + push)[free].ravel()
+        return particles if held else np.concatenate([particles, -push.sum(axis=0) - [0.0, M * g, 0.0]])
 
-    z = np.concatenate([positions[free].ravel(), centre])
+    z = positions[free].ravel() if held else np.concatenate([positions[free].ravel(), centre])
     first = np.abs(residual(z)).max()
     for _ in range(30):
         f = residual(z)

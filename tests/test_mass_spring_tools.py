@@ -3,6 +3,7 @@ sphere pressing a pinned cloth where its springs balance, the gradients against 
 Taichi's reverse mode, bad input."""
 import numpy as np
 import pytest
+from test_mass_spring_balls import spring_network_equilibrium
 
 import tisim
 from tisim.systems.mass_spring import Manipulation, cloth, grid
@@ -30,47 +31,10 @@ def test_a_cloth_on_a_sliding_tool_is_dragged_by_coulombs_law():
     assert np.abs(traj["vel"][0, :, :, 1]).max() < 1e-9  # resting on the tool throughout
 
 
-def pressed_cloth_equilibrium(sheet, positions, centre, radius, k, kc, softness, m, g):
-    """The forces on a cloth pressed by a sphere held still, computed here in numpy: springs k (r - L), weights and
-    the soft penalty kc s ln(1 + e^(d / s)) along the normal from the sphere's centre (d the depth). Newton's method
-    (a numerical Jacobian) from the given positions. Returns (positions, the largest force at the start, at the
-    solution)."""
-    positions = np.array(positions, dtype=float)
-    springs = sheet.springs
-    rest = np.linalg.norm(sheet.particles[springs[:, 1]] - sheet.particles[springs[:, 0]], axis=1)
-    free = np.setdiff1d(np.arange(len(positions)), sheet.pinned)
-
-    def residual(z):
-        p = positions.copy()
-        p[free] = z.reshape(-1, 3)
-        force = np.zeros_like(p)
-        force[:, 1] -= m * g
-        d = p[springs[:, 1]] - p[springs[:, 0]]
-        r = np.linalg.norm(d, axis=1)
-        pull = (k * (r - rest) / r)[:, None] * d
-        np.add.at(force, springs[:, 0], pull)
-        np.add.at(force, springs[:, 1], -pull)
-        delta = p - centre
-        distance = np.linalg.norm(delta, axis=1)
-        force += (kc * softness * np.logaddexp(0.0, (radius - distance) / softness) / distance)[:, None] * delta
-        return force[free].ravel()
-
-    z = positions[free].ravel()
-    first = np.abs(residual(z)).max()
-    for _ in range(30):
-        f = residual(z)
-        if np.abs(f).max() < 1e-12:
-            break
-        jacobian = np.stack([(residual(z + e) - residual(z - e)) / 2e-7 for e in 1e-7 * np.eye(len(z))], axis=1)
-        z = z + np.linalg.solve(jacobian, -f)
-    result = positions.copy()
-    result[free] = z.reshape(-1, 3)
-    return result, first, np.abs(residual(z)).max()
-
-
 def test_a_held_sphere_presses_a_pinned_cloth_where_its_springs_balance():
     """A sphere tool lowered 3 cm into a 5 x 5 cloth pinned at its corners, off its centre, then held still: the
-    cloth comes to rest where the forces computed in numpy (springs, weights, the soft penalty) balance, every
+    cloth comes to rest where the forces computed in numpy (springs, weights, the soft penalty: the helper of the
+    balls' test, the sphere held) balance, every
     particle within 1e-9 m of Newton's solution started there; the cloth is pressed 1.8 cm below its plane."""
     radius, softness = 0.06, 0.002
     sheet = cloth(5, 5, spacing=0.05, origin=(0.4, 0.3, 0.4), pin="corners", flat=True)
@@ -81,9 +45,9 @@ def test_a_held_sphere_presses_a_pinned_cloth_where_its_springs_balance():
     sim = Manipulation(horizon=steps, robot=sheet, tools=[sphere], softness=softness, drag=1.0)
     sim.set_actions(down)
     traj = sim.rollout()
-    positions, at_rest, residual = pressed_cloth_equilibrium(
-        sheet, traj["pos"][0, -1], traj["tool_pos"][0, -1, 0], radius, k=1000.0, kc=5000.0, softness=softness,
-        m=0.01, g=9.8)
+    positions, _, at_rest, residual = spring_network_equilibrium(
+        sheet, traj["pos"][0, -1], traj["tool_pos"][0, -1, 0], radius, None, k=1000.0, kc=5000.0,
+        softness=softness, m=0.01, g=9.8)
     assert at_rest < 1e-9 and residual < 1e-11, (at_rest, residual)
     assert 0.3 - positions[:, 1].min() > 0.015
     np.testing.assert_allclose(traj["pos"][0, -1], positions, rtol=0, atol=1e-9)

@@ -10,11 +10,9 @@ step's end, as Shaping's grid does. Every phase keeps its hand-written reverse.
 """
 import os
 
-import numpy as np
 import taichi as ti
 
 from tisim.core.model import check_run
-from tisim.core.quantities import Quantity
 from tisim.physics.contact import point_contact, point_contact_reverse, touching
 from tisim.systems.mass_spring.robots import Robot, cloth
 from tisim.systems.mass_spring.system import MassSpring
@@ -22,23 +20,16 @@ from tisim.systems.mpm import tools as laws
 from tisim.systems.mpm.tools import Tool
 
 
-class Manipulation(MassSpring):
+class Manipulation(laws.DrivenTools, MassSpring):
     """A mass-spring body without actuators (default: a 10 x 10 cloth, 3 cm apart, pinned at its corners 0.3 m up)
     and kinematic tools that move as the actions say: tools, a list of tisim.systems.mpm.Tool (default: a 3 cm
     sphere pressing the cloth's middle by 1 mm); the actions are the tools' velocities, shape (T, n_tools, dim).
     The tools' sizes and friction are parameters like the body's, so they can be fitted. The body's other options
     (spheres, boxes, balls, its contact law's parameters) are MassSpring's."""
 
-    PARAMS = MassSpring.PARAMS + (
-        Quantity("tool_half", 0.0, "m", "half extents of each tool's box", shape=("n_tools", "dim"),
-                 bounds="[0, inf)"),
-        Quantity("tool_radius", 0.0, "m", "rounding radius of each tool's box", shape=("n_tools",),
-                 bounds="[0, inf)"),
-        Quantity("tool_mu", 0.0, "-", "Coulomb friction coefficient between each tool and the particles",
-                 shape=("n_tools",), bounds="[0, inf)"),
-    )
-    STATE = MassSpring.STATE + (Quantity("tool_pos", 0.0, "m", "centre of each tool", shape=("n_tools", "dim")),)
-    ACTION = (Quantity("tool_vel", 0.0, "m/s", "velocity of each tool during the step", shape=("n_tools", "dim")),)
+    PARAMS = MassSpring.PARAMS + laws.SHAPES
+    STATE = MassSpring.STATE + (laws.PLACE,)
+    ACTION = (laws.DRIVE,)
     STRUCTURE = MassSpring.STRUCTURE + ("n_tools",)
     PHASES = (("tools", "n_tools"),) + MassSpring.PHASES
     FUSED = dict(MassSpring.FUSED, tools=("tools_fused", "n_tools"))
@@ -46,50 +37,18 @@ class Manipulation(MassSpring):
 
     def __init__(self, horizon, batch=1, dt=None, robot=None, tools=None, **values):
         check_run("Manipulation", horizon, batch, dt)
-        if "n_tools" in values:
-            raise ValueError("Manipulation: n_tools is not a keyword: it is the number of tools; pass tools=")
         if robot is None:
             robot = cloth(10, 10, spacing=0.03, origin=(0.365, 0.3, 0.365), pin="corners", flat=True)
             if tools is None:
                 tools = [Tool.sphere([0.5, 0.32, 0.5], 0.03)]  # pressing the four middle particles 1 mm
         elif isinstance(robot, (str, os.PathLike)):
             robot = Robot.load(robot)
-        if not isinstance(tools, (list, tuple)) or not tools or not all(isinstance(t, Tool) for t in tools):
-            raise ValueError("Manipulation: tools must be a non-empty list of tisim.systems.mpm.Tool, got "
-                             f"{type(tools).__name__}")
-        if isinstance(robot, Robot):  # else MassSpring names what robot must be
-            if any(t.dim != robot.dim for t in tools):
-                raise ValueError(f"Manipulation: every tool must have {robot.dim} coordinates, as the body's "
-                                 "particles")
-            if robot.actuators:
-                raise ValueError("Manipulation: the body must have no actuators (the actions move the tools)")
-        for name, value in (("tool_half", [t.half for t in tools]), ("tool_radius", [t.radius for t in tools]),
-                            ("tool_mu", [t.mu for t in tools])):
-            values.setdefault(name, np.array(value))
-        start = None if "tool_pos" in values else np.array([t.centre for t in tools])
+        known = isinstance(robot, Robot)  # else MassSpring names what robot must be
+        start = laws.take_tools("Manipulation", tools, robot.dim if known else None, values,
+                                known and bool(robot.actuators))
         super().__init__(horizon, batch, dt, robot, n_tools=len(tools), **values)
         if start is not None:
             self.set_initial_state(tool_pos=start)
-
-    # ---- the tools' motion: a phase of its own ----------------------------------------------------------------
-    @ti.func
-    def moved(self, s: ti.template(), k):
-        """Tool k's centre at the end of the step, where the particles meet it."""
-        return s.state("tool_pos", k) + s.dt * s.action("tool_vel", k)
-
-    @ti.func
-    def tools(self, s: ti.template(), k):
-        s.advance("tool_pos", k, self.moved(s, k))
-
-    @ti.func
-    def tools_fused(self, s: ti.template(), k):
-        s.set_next("tool_pos", k, self.moved(s, k))
-
-    @ti.func
-    def tools_reverse(self, s: ti.template(), bar: ti.template(), k):
-        moved_bar = bar.next_state("tool_pos", k)
-        bar.add_state("tool_pos", k, moved_bar)
-        bar.add_action("tool_vel", k, s.dt * moved_bar)
 
     # ---- the tools' touch: added to the ground's and the obstacles' -------------------------------------------------
     @ti.func
@@ -119,7 +78,7 @@ class Manipulation(MassSpring):
                 p_bar += offset_bar
                 v_bar += vb
                 bar.add_state("tool_pos", k, -offset_bar)
-                bar.add_action("tool_vel", k, -vb - s.dt * offset_bar)
+                self.add_velocity(s, bar, k, -vb - s.dt * offset_bar)
                 bar.add_param("tool_half", k, half_bar)
                 bar.add_param("tool_radius", k, d_bar)
                 bar.add_param("tool_mu", k, lb[3])

@@ -16,25 +16,19 @@ from tisim.systems.mpm.system import BAND, MPM
 from tisim.systems.mpm.tools import Tool
 
 
-class Shaping(MPM):
+class Shaping(laws.DrivenTools, MPM):
     """A body of MPM material (default: a 2D block of von Mises clay on the floor) and kinematic tools that move as
     the actions say: tools, a list of tisim.systems.mpm.Tool (their start, shape and friction; default: a 3 cm disc
     1 cm above the default block's middle); the actions are the tools' velocities, shape (T, n_tools, dim). The
     material's points take no activation (a body with actuators is refused). The tools' sizes, friction and softness
     are parameters like the material's, so they can be fitted."""
 
-    PARAMS = MPM.PARAMS + (
-        Quantity("tool_half", 0.0, "m", "half extents of each tool's box", shape=("n_tools", "dim"),
-                 bounds="[0, inf)"),
-        Quantity("tool_radius", 0.0, "m", "rounding radius of each tool's box", shape=("n_tools",),
-                 bounds="[0, inf)"),
-        Quantity("tool_mu", 0.0, "-", "Coulomb friction coefficient between each tool and the material",
-                 shape=("n_tools",), bounds="[0, inf)"),
+    PARAMS = MPM.PARAMS + laws.SHAPES + (
         Quantity("tool_softness", 0.002, "m", "length over which a tool's reach fades outside its surface",
                  bounds="(0, inf)"),
     )
-    STATE = MPM.STATE + (Quantity("tool_pos", 0.0, "m", "centre of each tool", shape=("n_tools", "dim")),)
-    ACTION = (Quantity("tool_vel", 0.0, "m/s", "velocity of each tool during the step", shape=("n_tools", "dim")),)
+    STATE = MPM.STATE + (laws.PLACE,)
+    ACTION = (laws.DRIVE,)
     STRUCTURE = MPM.STRUCTURE + ("n_tools",)
     PHASES = (("tools", "n_tools"),) + MPM.PHASES
     FUSED = dict(MPM.FUSED, tools=("tools_fused", "n_tools"))
@@ -45,25 +39,15 @@ class Shaping(MPM):
     def __init__(self, horizon, batch=1, dt=None, body=None, n_grid=32, tools=None, **values):
         name = type(self).__name__
         check_run(name, horizon, batch, dt)
-        if "n_tools" in values:
-            raise ValueError(f"{name}: n_tools is not a keyword: it is the number of tools; pass tools=")
         if body is None and isinstance(n_grid, (int, np.integer)) and n_grid > 0:
             # MPM checks n_grid itself, with its allowed range
             body = Body.box([0.4, BAND / n_grid], [0.6, BAND / n_grid + 0.1], 0.5 / n_grid)
             values.setdefault("material", "von_mises")
             if tools is None:
                 tools = [Tool.sphere([0.5, BAND / n_grid + 0.14], 0.03)]
-        if not isinstance(tools, (list, tuple)) or not tools or not all(isinstance(t, Tool) for t in tools):
-            raise ValueError(f"{name}: tools must be a non-empty list of tisim.systems.mpm.Tool, got "
-                             f"{type(tools).__name__}")
-        if isinstance(body, Body) and any(t.dim != body.dim for t in tools):
-            raise ValueError(f"{name}: every tool must have {body.dim} coordinates, as the body's points")
-        if isinstance(body, Body) and np.any(body.actuators >= 0):
-            raise ValueError(f"{name}: the body must have no actuators (the actions move the tools)")
-        for name, value in (("tool_half", [t.half for t in tools]), ("tool_radius", [t.radius for t in tools]),
-                            ("tool_mu", [t.mu for t in tools])):
-            values.setdefault(name, np.array(value))
-        start = None if "tool_pos" in values else np.array([t.centre for t in tools])
+        known = isinstance(body, Body)  # else MPM names what body must be
+        start = laws.take_tools(name, tools, body.dim if known else None, values,
+                                known and bool(np.any(body.actuators >= 0)))
         super().__init__(horizon, batch, dt, body, n_grid, n_tools=len(tools), **values)
         if start is not None:
             self.set_initial_state(tool_pos=start)
@@ -76,36 +60,6 @@ class Shaping(MPM):
     @ti.func
     def add_activation(self, bar: ti.template(), p, value):
         pass
-
-    # ---- the tools' motion: a phase of its own ----------------------------------------------------------------
-    @ti.func
-    def velocity(self, s: ti.template(), k):
-        """Tool k's velocity during the step: its action."""
-        return s.action("tool_vel", k)
-
-    @ti.func
-    def add_velocity(self, s: ti.template(), bar: ti.template(), k, value):
-        """Add the derivative `value` with respect to tool k's velocity during the step into what it came from."""
-        bar.add_action("tool_vel", k, value)
-
-    @ti.func
-    def moved(self, s: ti.template(), k):
-        """Tool k's centre at the end of the step, where the grid meets it."""
-        return s.state("tool_pos", k) + s.dt * self.velocity(s, k)
-
-    @ti.func
-    def tools(self, s: ti.template(), k):
-        s.advance("tool_pos", k, self.moved(s, k))
-
-    @ti.func
-    def tools_fused(self, s: ti.template(), k):
-        s.set_next("tool_pos", k, self.moved(s, k))
-
-    @ti.func
-    def tools_reverse(self, s: ti.template(), bar: ti.template(), k):
-        moved_bar = bar.next_state("tool_pos", k)
-        bar.add_state("tool_pos", k, moved_bar)
-        self.add_velocity(s, bar, k, s.dt * moved_bar)
 
     # ---- the grid: the walls, then each tool ---------------------------------------------------------------------
     @ti.func

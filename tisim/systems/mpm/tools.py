@@ -28,6 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import taichi as ti
 
+from tisim.core.quantities import Quantity
+
 
 @dataclass
 class Tool:
@@ -78,6 +80,70 @@ class Tool:
     def box(cls, centre, half, radius=0.0, mu=0.0):
         """A box of half extents `half`, its edges rounded by `radius` (0: sharp)."""
         return cls(centre, half, radius, mu)
+
+
+# The tools' quantities, declared alike by every system that has tools (Shaping, Coupled, Manipulation)
+SHAPES = (
+    Quantity("tool_half", 0.0, "m", "half extents of each tool's box", shape=("n_tools", "dim"), bounds="[0, inf)"),
+    Quantity("tool_radius", 0.0, "m", "rounding radius of each tool's box", shape=("n_tools",), bounds="[0, inf)"),
+    Quantity("tool_mu", 0.0, "-", "Coulomb friction coefficient between each tool and the body it touches",
+             shape=("n_tools",), bounds="[0, inf)"),
+)
+PLACE = Quantity("tool_pos", 0.0, "m", "centre of each tool", shape=("n_tools", "dim"))
+DRIVE = Quantity("tool_vel", 0.0, "m/s", "velocity of each tool during the step", shape=("n_tools", "dim"))
+
+
+def take_tools(owner, tools, dim, values, actuated):
+    """Check a system's tools (a non-empty list of Tool with `dim` coordinates; dim None: not known yet) and that
+    its body has no actuators (actuated: whether it has), put the tools' sizes and friction into `values` where not
+    given, and return their centres (None where tool_pos is given)."""
+    if "n_tools" in values:
+        raise ValueError(f"{owner}: n_tools is not a keyword: it is the number of tools; pass tools=")
+    if not isinstance(tools, (list, tuple)) or not tools or not all(isinstance(t, Tool) for t in tools):
+        raise ValueError(f"{owner}: tools must be a non-empty list of tisim.systems.mpm.Tool, got "
+                         f"{type(tools).__name__}")
+    if dim is not None and any(t.dim != dim for t in tools):
+        raise ValueError(f"{owner}: every tool must have {dim} coordinates, as the body's")
+    if actuated:
+        raise ValueError(f"{owner}: the body must have no actuators (the actions move the tools)")
+    for name, value in (("tool_half", [t.half for t in tools]), ("tool_radius", [t.radius for t in tools]),
+                        ("tool_mu", [t.mu for t in tools])):
+        values.setdefault(name, np.array(value))
+    return None if "tool_pos" in values else np.array([t.centre for t in tools])
+
+
+class DrivenTools:
+    """Mixin of a phased system whose actions are its tools' velocities: the tools' phase, x_tool' = x_tool + dt u,
+    with its fused form and its reverse. The body meets a tool where it is at the step's end."""
+
+    @ti.func
+    def velocity(self, s: ti.template(), k):
+        """Tool k's velocity during the step: its action."""
+        return s.action("tool_vel", k)
+
+    @ti.func
+    def add_velocity(self, s: ti.template(), bar: ti.template(), k, value):
+        """Add the derivative `value` with respect to tool k's velocity during the step into what it came from."""
+        bar.add_action("tool_vel", k, value)
+
+    @ti.func
+    def moved(self, s: ti.template(), k):
+        """Tool k's centre at the end of the step, where the body meets it."""
+        return s.state("tool_pos", k) + s.dt * self.velocity(s, k)
+
+    @ti.func
+    def tools(self, s: ti.template(), k):
+        s.advance("tool_pos", k, self.moved(s, k))
+
+    @ti.func
+    def tools_fused(self, s: ti.template(), k):
+        s.set_next("tool_pos", k, self.moved(s, k))
+
+    @ti.func
+    def tools_reverse(self, s: ti.template(), bar: ti.template(), k):
+        moved_bar = bar.next_state("tool_pos", k)
+        bar.add_state("tool_pos", k, moved_bar)
+        self.add_velocity(s, bar, k, s.dt * moved_bar)
 
 
 @ti.func
