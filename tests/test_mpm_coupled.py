@@ -86,7 +86,8 @@ def thrown(cls=Coupled, dim=2):
 def test_coupled_gradients_match_central_differences(dim):
     """Every group against Richardson-extrapolated float64 central differences. Parameters and the initial state
     at a step of 1e-5 (measured worst: 2D 7e-6, on nu, whose derivative is 1e-4 of the largest; 3D 9e-6, on an
-    entry of C), the forces, whose effect is dt / M of them, at 1e-3 (2D 1e-7; smaller steps round off)."""
+    entry of C); the forces, whose effect is dt / M of them, at a step of 1e-2 N (2D 3e-7; at 1e-3 N the
+    differences wander between 1e-7 and 1e-5 with the last bits of the rollout: rounding and the push's switches)."""
     sim, loss = thrown(dim=dim)
     g = sim.gradient(loss)
     for name in ("tool_mass", "tool_half", "tool_radius", "tool_mu", "tool_softness"):
@@ -94,7 +95,7 @@ def test_coupled_gradients_match_central_differences(dim):
     report = tisim.gradcheck(sim, loss, groups=("params", "initial_state"), step=1e-5, max_entries=12,
                              extrapolate=True)
     assert report.worst <= 5e-5, str(report)  # rounding's share of the differences varies between CPUs
-    report = tisim.gradcheck(sim, loss, groups=("actions",), step=1e-3, max_entries=12, extrapolate=True)
+    report = tisim.gradcheck(sim, loss, groups=("actions",), step=1e-2, max_entries=12, extrapolate=True)
     assert report.worst <= 1e-5, str(report)
 
 
@@ -103,10 +104,23 @@ class TaichiReverse(Coupled):
     REVERSES = {}
 
 
-def test_the_coupled_hand_written_reverses_are_taichis_reverse_mode():
-    """The tools' phase (the impulse back onto the tool) and the grid's reverse with the impulses equal Taichi's
-    reverse mode of the phases to 1e-12 in float64, in every group."""
-    ours, taichis = (sim.gradient(loss) for sim, loss in (thrown(cls) for cls in (Coupled, TaichiReverse)))
+def sliding(cls=Coupled):
+    """A disc sliding on the floor into the side of the default clay block, pushed on by the actions, for 100 steps
+    of 1 ms: the floor stops its fall every step while the clay pushes back."""
+    sim = cls(horizon=100, tools=[Tool.sphere([0.33, BAND / 32 + 0.0299], 0.03, mu=0.2)], tool_mass=[2.0], dt=1e-3)
+    sim.set_initial_state(tool_vel=[[0.5, 0.0]])
+    sim.set_actions(np.random.default_rng(1).normal([2.0, -1.0], 0.5, (100, 1, 2)))
+    n = sim.n_particles
+    return sim, tisim.losses.TerminalTarget({"pos": sim.initial_state["pos"][0] + 0.01, "vel": np.zeros((n, 2)),
+                                             "tool_pos": [[0.4, 0.2]]})
+
+
+@pytest.mark.parametrize("scene", [thrown, sliding])
+def test_the_coupled_hand_written_reverses_are_taichis_reverse_mode(scene):
+    """The tools' phase (the impulse back onto the tool, the walls' stop) and the grid's reverse with the impulses
+    equal Taichi's reverse mode of the phases to 1e-12 in float64, in every group: a tool thrown at a block, and one
+    sliding on the floor into the clay."""
+    ours, taichis = (sim.gradient(loss) for sim, loss in (scene(cls) for cls in (Coupled, TaichiReverse)))
     for group in ("params", "initial_state"):
         for name, value in getattr(taichis, group).items():
             np.testing.assert_allclose(getattr(ours, group)[name], value, rtol=1e-12,
@@ -131,6 +145,24 @@ def test_the_actions_are_forces_and_a_free_tool_falls():
         x = x + 0.002 * v
     np.testing.assert_allclose(traj["tool_vel"][0, -1, 0], v, rtol=1e-12)
     np.testing.assert_allclose(traj["tool_pos"][0, -1, 0], x, rtol=1e-12)
+
+
+def test_a_free_tool_lands_on_the_floor_and_slides_along_it():
+    """A disc let go beside the clay, moving sideways at 0.3 m/s: it falls freely until its rim reaches the floor
+    (BAND cells up, where the material's floor is), then stops falling and slides on without friction, its sideways
+    velocity kept; it stays where the step that reached the floor left it, less than that step's fall below the
+    floor's surface."""
+    dt, floor, radius = 1e-3, BAND / 32, 0.03
+    sim = Coupled(horizon=300, tools=[Tool.sphere([0.15, 0.4], radius)], tool_mass=[2.0], dt=dt, tool_softness=0.002)
+    sim.set_initial_state(tool_vel=[[0.3, 0.0]])
+    traj = sim.rollout()
+    y, v = traj["tool_pos"][0, :, 0, 1], traj["tool_vel"][0, :, 0]
+    landed = 1 + int(np.argmax(v[1:, 1] == 0.0))  # the first step after the start it does not fall
+    assert 0 < landed < 300 and np.all(v[landed:, 1] == 0.0)
+    surface = floor + radius  # where its centre is when its rim touches the floor
+    assert y[landed - 2] > surface >= y[landed - 1] > surface - dt * abs(v[landed - 1, 1])  # the step that crossed
+    assert np.all(y[landed - 1:] == y[landed - 1])  # and there it stays
+    np.testing.assert_allclose(v[:, 0], 0.3, rtol=1e-12)
 
 
 @pytest.mark.parametrize("make, message", [

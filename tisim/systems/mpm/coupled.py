@@ -20,14 +20,15 @@ at 5 mm/s after 3 s, where with h it came to rest to 1e-6 m/s).
 
 The bodies translate only: each keeps its axes along the grid's, as if on a carriage that holds its rotation (a
 frictionless sphere, or a box pressed square on, is exact; an off-centre push that would turn a free body does not).
-They meet the material, not the walls, the floor or each other.
+They meet the material, and the walls and the floor as the material does (a free tool whose box reaches past one
+stops moving into it, sliding along it without friction); not each other.
 """
 import numpy as np
 import taichi as ti
 
 from tisim.core.quantities import Quantity, Scratch
 from tisim.systems.mpm.shaping import Shaping
-from tisim.systems.mpm.system import MPM
+from tisim.systems.mpm.system import BAND, MPM
 
 
 class Coupled(Shaping):
@@ -73,9 +74,21 @@ class Coupled(Shaping):
         bar.add_param("g", 0, -s.dt * value[1])
 
     @ti.func
+    def kept(self, s: ti.template(), k, U):
+        """1 per axis, or 0 where tool k's box reaches past a wall (the walls' BAND cells in, as the material's) and
+        the velocity U would take it further: a free tool stops moving into the walls and the floor, sliding along
+        them without friction."""
+        reach = s.param("tool_half", k) + s.param("tool_radius", k)
+        X, low, high = s.state("tool_pos", k), BAND / self.n_grid, 1.0 - BAND / self.n_grid
+        return ti.Vector([1.0 - ti.select((X[j] - reach[j] <= low and U[j] < 0.0)
+                                          or (X[j] + reach[j] >= high and U[j] > 0.0), 1.0, 0.0)
+                          for j in ti.static(range(self.dim))])
+
+    @ti.func
     def pushed_back(self, s: ti.template(), k):
-        """Tool k's velocity at the end of the step: the material's impulse added."""
-        return self.velocity(s, k) + s.scratch("tool_impulse", k) / s.param("tool_mass", k)
+        """Tool k's velocity at the end of the step: the material's impulse added, then the walls'."""
+        U = self.velocity(s, k) + s.scratch("tool_impulse", k) / s.param("tool_mass", k)
+        return U * self.kept(s, k, U)
 
     @ti.func
     def tools(self, s: ti.template(), k):
@@ -93,7 +106,8 @@ class Coupled(Shaping):
     def tools_reverse(self, s: ti.template(), bar: ti.template(), k):
         M = s.param("tool_mass", k)
         pos_bar = bar.next_state("tool_pos", k)
-        U_bar = bar.next_state("tool_vel", k) + s.dt * pos_bar
+        pushed = self.velocity(s, k) + s.scratch("tool_impulse", k) / M
+        U_bar = (bar.next_state("tool_vel", k) + s.dt * pos_bar) * self.kept(s, k, pushed)
         bar.add_state("tool_pos", k, pos_bar)
         bar.accumulate("tool_impulse", k, U_bar / M)
         bar.add_param("tool_mass", k, -U_bar.dot(s.scratch("tool_impulse", k)) / (M * M))
