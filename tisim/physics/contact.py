@@ -261,6 +261,7 @@ def disk_box(p, r, pb, angle, h):
 # the shape pushes it out. point_contact turns them into a penalty force with isotropic friction.
 #     point_ground(p)              the floor y = 0 (y is up in 2D and 3D):  d = -p_y,  n = e_y
 #     point_sphere(p, c, r)        a disc or ball:  d = r - |p - c|,  n = (p - c) / |p - c|
+#     point_capsule(p, a, b, r)    the segment a..b widened by r: point_sphere about the segment's point nearest p
 #     point_box(p, c, h)           an axis-aligned box of half extents h:  d = min_k (h_k - |q_k|), q = p - c,
 #                                  n = sign(q_k) e_k along the axis of that minimum (the nearest face); d < 0 outside
 # Non-smooth: the contact switch d = 0, and the box's nearest-face switch.
@@ -281,6 +282,21 @@ def point_sphere(p, c, r):
     delta = p - c
     distance = ti.sqrt(delta.dot(delta) + DISTANCE_FLOOR)
     return r - distance, delta / distance
+
+
+@ti.func
+def point_capsule(p, a, b, r):
+    """(depth, normal) of a point p against a capsule: the segment from a to b widened by r (a sphere where a = b),
+    the normal pointing from the segment's nearest point to p."""
+    e = b - a
+    return point_sphere(p, a + segment_parameter(p - a, e) * e, r)
+
+
+@ti.func
+def segment_parameter(w, e):
+    """t in [0, 1] of the point a + t e of a segment nearest a point at offset w from a (0 for a point, e = 0)."""
+    ee = e.dot(e)
+    return ti.select(ee > 0.0, ti.min(ti.max(w.dot(e) / ti.max(ee, 1e-300), 0.0), 1.0), 0.0)
 
 
 @ti.func
@@ -373,6 +389,25 @@ def point_sphere_reverse(p, c, d_bar, n_bar):
     distance = ti.sqrt(delta.dot(delta) + DISTANCE_FLOOR)
     n = delta / distance
     return n_bar / distance - (d_bar + n_bar.dot(n) / distance) * n
+
+
+@ti.func
+def point_capsule_reverse(p, a, b, d_bar, n_bar):
+    """The reverse of point_capsule: (dL/dp, dL/da, dL/db) from dL/dd and dL/dn (dL/dr is d_bar)."""
+    e, w = b - a, p - a
+    t = segment_parameter(w, e)
+    p_bar = point_sphere_reverse(p, a + t * e, d_bar, n_bar)
+    nearest_bar = -p_bar  # the nearest point c = a + t e enters as p - c
+    a_bar, b_bar = (1.0 - t) * nearest_bar, t * nearest_bar
+    ee = e.dot(e)
+    along = w.dot(e)
+    if ee > 0.0 and along > 0.0 and along < ee:  # t = w . e / e . e inside the segment (clamped, it is constant)
+        t_bar = nearest_bar.dot(e)
+        w_bar, e_bar = t_bar / ee * e, t_bar / ee * (w - 2.0 * t * e)
+        p_bar += w_bar
+        a_bar -= w_bar + e_bar
+        b_bar += e_bar
+    return p_bar, a_bar, b_bar
 
 
 @ti.func

@@ -3,6 +3,7 @@ from tisim.systems.articulation.system import Articulation
 from tisim.systems.bouncing_ball import BouncingBall
 from tisim.systems.cartpole import Cartpole
 from tisim.systems.linear import Linear, ScalarLinear
+from tisim.systems.mass_spring.handling import Handling
 from tisim.systems.mass_spring.manipulation import Manipulation
 from tisim.systems.mass_spring.system import MassSpring
 from tisim.systems.mpm.coupled import Coupled
@@ -20,6 +21,7 @@ __all__ = [
     "Cartpole",
     "Coupled",
     "DoublePendulum",
+    "Handling",
     "Linear",
     "Manipulation",
     "MassSpring",

@@ -16,6 +16,7 @@ import numpy as np
 
 from tisim import systems
 from tisim.core.quantities import near_miss
+from tisim.viz.bodies import posed_mesh
 from tisim.viz.raster import (
     BALL,
     BLOCK,
@@ -253,6 +254,7 @@ DRAW = {
     "Shaping": draw_shaping,
     "Coupled": draw_shaping,
     "Manipulation": draw_manipulation,
+    "Handling": draw_mass_spring,  # 3D: pictured by points_handling
 }
 # 3D bodies: {state, params} -> what tisim.scene.Scene.render takes
 def points_shaping(state, params):
@@ -279,15 +281,29 @@ def with_tools(picture, state, params):
     return picture
 
 
+def points_handling(state, params):
+    """A 3D mass-spring body and the articulated tree that handles it (its spheres, capsules and boxes; drawn by
+    name, without the simulator, the tree is unknown and only the body is drawn)."""
+    picture = points_mass_spring(state, params)
+    if "tree" in params:
+        picture["solid"] = posed_mesh(params["tree"], state["q"])
+    return picture
+
+
 DRAW3D = {"MPM": points_mpm, "MassSpring": points_mass_spring, "Shaping": points_shaping, "Coupled": points_shaping,
-          "Manipulation": points_manipulation}
+          "Manipulation": points_manipulation, "Handling": points_handling}
 
 
 def rollout_box(traj, params=None, marks=()):
-    """(low, high) [m] of the box holding every position of a 3D rollout, the obstacles and the marks [(centre,
-    radius, label)]; not the floor (a hanging cloth would shrink to make room for it)."""
+    """(low, high) [m] of the box holding every position of a 3D rollout, the obstacles, the marks [(centre,
+    radius, label)] and an articulated tree's shapes (params["tree"], at 20 of the steps of traj["q"]); not the
+    floor (a hanging cloth would shrink to make room for it)."""
     params = params or {}
     pos = np.asarray(traj["pos"]).reshape(-1, 3)
+    if "tree" in params and "q" in traj:
+        q = np.asarray(traj["q"]).reshape(-1, np.shape(traj["q"])[-1])
+        pos = np.concatenate([pos] + [posed_mesh(params["tree"], q[t])[0]
+                                      for t in np.linspace(0, len(q) - 1, 20).astype(int)])
     low, high = pos.min(axis=0), pos.max(axis=0)
     extents = [(np.asarray(c, float), np.full(3, float(r))) for c, r in obstacles(params, "sphere_center",
                                                                                     "sphere_radius")]
@@ -313,7 +329,7 @@ CAPTION_BAND = 19  # [px] a caption's height, its box included (12 pixel text)
 
 
 LOOKS3D = {"MassSpring": look_at_rollout, "MPM": look_at_rollout, "Shaping": look_at_rollout,
-           "Coupled": look_at_rollout, "Manipulation": look_at_rollout}
+           "Coupled": look_at_rollout, "Manipulation": look_at_rollout, "Handling": look_at_rollout}
 
 # ---- default views: (traj {name: array (T+1,)}, params {name: float}) -> (xmin, xmax, ymin, ymax) [m] -------------
 def view_cartpole(traj, params):
@@ -422,6 +438,8 @@ def _looks(system, traj, params, name, batch_index):
             theta.update(springs=system.robot.springs, faces=system.robot.faces, pinned=system.robot.pinned)
         if hasattr(system, "body"):
             theta["actuated"] = system.body.actuators >= 0
+        if hasattr(system, "tree"):
+            theta["tree"] = system.tree
     return one, theta
 
 

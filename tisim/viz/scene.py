@@ -176,14 +176,16 @@ class Scene:
         return project(points, self.eye, self.at, self.size)[0]
 
     def render(self, points, colors=(0.78, 0.24, 0.2), radius=0.005, floor=None, *, segments=None, mesh=None,
-               spheres=(), boxes=(), discs=(), markers=None, marker_radius=None, floor_extent=(0.0, 1.0, 0.0, 1.0)):
+               spheres=(), boxes=(), discs=(), markers=None, marker_radius=None, floor_extent=(0.0, 1.0, 0.0, 1.0),
+               solid=None):
         """The picture, uint8 (H, W, 3), of spheres at points (n, 3) [m] with colors (n, 3) or one RGB in [0, 1],
         over the unit square's floor at height `floor` [m] (none if None). segments: (m, 2, 3) line ends (springs);
         mesh: (vertices (n, 3), triangles (k, 3) vertex indices), lit from both sides (a cloth); spheres:
         [(centre, radius), ...] and boxes: [(centre, half extents), ...], axis-aligned (obstacles); discs: [(centre,
         radius), ...] flat green discs lying at their centre's height (targets on the floor); markers: (m, 3) points
         drawn dark, of radius marker_radius (default twice radius) (tracked points); floor_extent: (xmin, xmax,
-        zmin, zmax) [m] of the floor (default the unit square)."""
+        zmin, zmax) [m] of the floor (default the unit square); solid: (vertices, triangles) of rigid shapes (an
+        articulated robot's), drawn in the obstacles' grey."""
         points = np.asarray(points, dtype=np.float64)
         if points.ndim != 2 or points.shape[1] != 3 or not len(points):
             raise ValueError(f"Scene.render: points must have shape (n, 3), got {points.shape}")
@@ -216,6 +218,11 @@ class Scene:
             normals = vertex_normals(vertices, triangles)
             self._mesh(scene, "mesh", vertices[triangles].reshape(-1, 3), normals[triangles].reshape(-1, 3),
                        (0.35, 0.55, 0.8))
+        if solid is not None:
+            vertices, triangles = np.asarray(solid[0], dtype=float), np.asarray(solid[1], dtype=int)
+            normals = vertex_normals(vertices, triangles)
+            self._mesh(scene, "solid", vertices[triangles].reshape(-1, 3), normals[triangles].reshape(-1, 3),
+                       (0.55, 0.6, 0.7))
         if segments is not None and len(segments):
             scene.lines(self._field("segments", np.asarray(segments, dtype=float).reshape(-1, 3)), width=1.0,
                         color=(0.3, 0.3, 0.3))

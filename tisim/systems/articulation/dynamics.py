@@ -258,6 +258,18 @@ def kinematics(st, p, q, ops):
     return R, x, S
 
 
+def body_velocities(st, qd, S, ops):
+    """Each body's spatial velocity (w, v) in the world, v the velocity of the body's point at the world origin (a
+    point y of body b moves at v + w x y), from the motion subspaces S of kinematics."""
+    zero = (0.0, 0.0, 0.0)
+    velocity = [(zero, zero)]
+    for b in range(1, st.n_bodies):
+        moved = [scale_motion(qd[d], S[d]) for j in st.joints_of[b] for d in st.joint_dofs[j]]
+        velocity.append(bind(ops, add_motion(velocity[st.parent[b]], sum_motions(moved))) if moved
+                        else velocity[st.parent[b]])
+    return velocity
+
+
 def body_inertia(st, p, R, x, b, ops):
     """Body b's spatial inertia (A, h, m) about the world origin."""
     m = p.mass[b]
@@ -271,9 +283,10 @@ def body_inertia(st, p, R, x, b, ops):
     return bind(ops, (A, scale(m, c), m))
 
 
-def bias_and_mass(st, p, q, qd, ops):
-    """(c(q, qd): the joint forces that hold the tree at qdd = 0 against gravity and the velocity terms (RNEA),
-    M(q) as rows (CRBA))."""
+def bias_and_mass(st, p, q, qd, ops, external=()):
+    """(c(q, qd): the joint forces that hold the tree at qdd = 0 against gravity, the velocity terms and the
+    `external` forces (RNEA), M(q) as rows (CRBA)). external: [(body, spatial force (y x f, f) about the world
+    origin)], forces from outside the tree (a soft body's push)."""
     R, x, S = kinematics(st, p, q, ops)
     zero = (0.0, 0.0, 0.0)
     inertia = [None] + [body_inertia(st, p, R, x, b, ops) for b in range(1, st.n_bodies)]
@@ -293,6 +306,8 @@ def bias_and_mass(st, p, q, qd, ops):
         accel.append(a)
         momentum = apply_inertia(inertia[b], v)
         force.append(add_motion(apply_inertia(inertia[b], a), cross_force(v, momentum)))
+    for body, push in external:  # as a contact: the joints need that much less to hold the body
+        force[body] = sub_motion(force[body], push)
     for point in st.contacts:  # a contact pushes its body: the force the joints need to hold it is that much less
         force[point.body] = sub_motion(force[point.body], contact_force(point, p, R, x, velocity, ops))
     # two bodies touching push each other apart, equally and oppositely
@@ -362,9 +377,10 @@ def joint_forces(st, p, q, qd, ctrl, ops):
     return forces
 
 
-def acceleration(st, p, q, qd, ctrl, ops, implicit_dt=0.0):
-    """qdd at (q, qd) under the actions ctrl; with implicit_dt = dt, MuJoCo's Euler form: damping implicit."""
-    bias, M = bias_and_mass(st, p, q, qd, ops)
+def acceleration(st, p, q, qd, ctrl, ops, implicit_dt=0.0, external=()):
+    """qdd at (q, qd) under the actions ctrl (and the external forces, as bias_and_mass takes them); with
+    implicit_dt = dt, MuJoCo's Euler form: damping implicit."""
+    bias, M = bias_and_mass(st, p, q, qd, ops, external)
     n = st.n_dofs
     joint = st.dof_joint
     matrix = [[M[i][k] + ((p.armature[joint[i]] + implicit_dt * p.damping[joint[i]]) if i == k else 0.0)
@@ -432,11 +448,12 @@ RK4_A = ((0.5,), (0.0, 0.5), (0.0, 0.0, 1.0))
 RK4_B = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
 
 
-def step(st, p, q, qd, ctrl, dt, ops):
-    """One step of the tree's integrator: (q', qd')."""
+def step(st, p, q, qd, ctrl, dt, ops, external=()):
+    """One step of the tree's integrator: (q', qd'), the external forces (as bias_and_mass takes them) held over
+    the step."""
     n = st.n_dofs
     if st.integrator == "rk4":
-        slopes, accelerations = [list(qd)], [acceleration(st, p, q, qd, ctrl, ops)]
+        slopes, accelerations = [list(qd)], [acceleration(st, p, q, qd, ctrl, ops, external=external)]
 
         def combine(weights, rows):
             return [total(mul(w, row[i]) for w, row in zip(weights, rows)) for i in range(n)]
@@ -445,12 +462,12 @@ def step(st, p, q, qd, ctrl, dt, ops):
             q_stage = bind(ops, tuple(advance_positions(st, q, increment, dt, ops)))
             a_stage = combine(weights, accelerations)
             qd_stage = [ops.bind(qd[i] + dt * a_stage[i]) for i in range(n)]
-            accelerations.append(acceleration(st, p, list(q_stage), qd_stage, ctrl, ops))
+            accelerations.append(acceleration(st, p, list(q_stage), qd_stage, ctrl, ops, external=external))
             slopes.append(lie_tangent(st, qd_stage, increment, dt))
         a_step = combine(RK4_B, accelerations)
         return (advance_positions(st, q, combine(RK4_B, slopes), dt, ops),
                 [qd[i] + dt * a_step[i] for i in range(n)])
-    qdd = acceleration(st, p, q, qd, ctrl, ops, implicit_dt=dt)
+    qdd = acceleration(st, p, q, qd, ctrl, ops, implicit_dt=dt, external=external)
     qd_next = [ops.bind(qd[i] + dt * qdd[i]) for i in range(n)]
     return advance_positions(st, q, qd_next, dt, ops), qd_next
 # An Articulation's parameters as the fields of Params (the body tables there include the world, first)

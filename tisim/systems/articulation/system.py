@@ -76,6 +76,64 @@ def double_pendulum():
     return b.build()
 
 
+def take_tree(owner, tree, ignore, default):
+    """A system's tree from its keywords: a Tree, an MJCF file path (read with `ignore`) or None (default()); refused
+    by name where it cannot be one, or has no joint."""
+    if not isinstance(ignore, (tuple, list)) or not all(isinstance(item, str) for item in ignore):
+        raise TypeError(f"{owner}: ignore must be a tuple of names among {IGNORABLE}, got {ignore!r}")
+    if ignore and not isinstance(tree, (str, os.PathLike)):
+        raise ValueError(f"{owner}: ignore={tuple(ignore)!r} applies to an MJCF file (tree=path) only")
+    if tree is None:
+        tree = default()
+    elif isinstance(tree, (str, os.PathLike)):
+        try:
+            tree = load_mjcf(tree, ignore=tuple(ignore))
+        except (ValueError, FileNotFoundError) as error:
+            raise type(error)(f"{owner}: tree={os.fspath(tree)[:80]!r}: {error}") from None
+    elif not isinstance(tree, Tree):
+        raise TypeError(f"{owner}: tree must be a Tree or an MJCF file path, got {type(tree).__name__}")
+    if len(tree.joint_type) == 0:
+        raise ValueError(f"{owner}: the tree {tree.name!r} ({tree.source}) has no joint: nothing moves")
+    return tree
+
+
+def tree_defaults(tree):
+    """{parameter: value} of an Articulation (and of any system with its parameters) for a tree."""
+    return dict(body_mass=tree.mass[1:], body_com=tree.ipos[1:], body_inertia=tree.inertia[1:],
+                body_offset=tree.pos[1:], joint_anchor=tree.joint_pos, joint_stiffness=tree.stiffness,
+                joint_springref=tree.springref, joint_damping=tree.damping, joint_armature=tree.armature,
+                gear=tree.gear if len(tree.gear) else [0.0], gravity=tree.gravity,
+                geom_friction=tree.geom_friction if len(tree.geom_type) else [0.0], **dynamics.contact_defaults(tree))
+
+
+def tree_params(s, n_bodies, n_joints, n_motors, n_geoms, gravity=None, eps=None):
+    """An Articulation's parameters as dynamics.Params of Taichi expressions (at compile time: bodies and joints
+    are unrolled), read through the step context s; index 0 of the body tables is the world, never read. gravity
+    (3 scalars) and eps, where given, stand for the parameters of those names (a system that has its own)."""
+    def vector(name, i):
+        value = s.param(name, i)
+        return tuple(component(value, k) for k in range(3))
+    zero = (0.0, 0.0, 0.0)
+    return dynamics.Params(
+        mass=[0.0] + [s.param("body_mass", b) for b in range(n_bodies)],
+        com=[zero] + [vector("body_com", b) for b in range(n_bodies)],
+        inertia=[zero] + [vector("body_inertia", b) for b in range(n_bodies)],
+        offset=[zero] + [vector("body_offset", b) for b in range(n_bodies)],
+        anchor=[vector("joint_anchor", j) for j in range(n_joints)],
+        stiffness=[s.param("joint_stiffness", j) for j in range(n_joints)],
+        springref=[s.param("joint_springref", j) for j in range(n_joints)],
+        damping=[s.param("joint_damping", j) for j in range(n_joints)],
+        armature=[s.param("joint_armature", j) for j in range(n_joints)],
+        gear=[s.param("gear", k) for k in range(n_motors)],
+        gravity=vector("gravity", 0) if gravity is None else gravity,
+        friction=[bind(s.param("geom_friction", g)) for g in range(n_geoms)],
+        contact_stiffness=bind(s.param("contact_stiffness")), contact_damping=bind(s.param("contact_damping")),
+        contact_softness=bind(s.param("contact_softness")),
+        eps=bind(s.param("eps") if eps is None else eps),
+        limit_stiffness=bind(s.param("limit_stiffness")), limit_damping=bind(s.param("limit_damping")),
+        limit_softness=bind(s.param("limit_softness")))
+
+
 class Articulation(System):
     """A tree of 3D rigid bodies with hinge, slide, ball and free joints and motors (constructor keyword tree: a
     Tree, or an MJCF file path; ignore= is passed to load_mjcf). The default is a double pendulum."""
@@ -130,35 +188,16 @@ class Articulation(System):
     def __init__(self, horizon, batch=1, dt=None, tree=None, ignore=(), **values):
         check_run("Articulation", horizon, batch, dt)
         check_derived("Articulation", values, DERIVED)
-        if not isinstance(ignore, (tuple, list)) or not all(isinstance(item, str) for item in ignore):
-            raise TypeError(f"Articulation: ignore must be a tuple of names among {IGNORABLE}, got {ignore!r}")
-        if ignore and not isinstance(tree, (str, os.PathLike)):
-            raise ValueError(f"Articulation: ignore={tuple(ignore)!r} applies to an MJCF file (tree=path) only")
-        if tree is None:
-            tree = double_pendulum()
-        elif isinstance(tree, (str, os.PathLike)):
-            try:
-                tree = load_mjcf(tree, ignore=tuple(ignore))
-            except (ValueError, FileNotFoundError) as error:
-                raise type(error)(f"Articulation: tree={os.fspath(tree)[:80]!r}: {error}") from None
-        elif not isinstance(tree, Tree):
-            raise TypeError(f"Articulation: tree must be a Tree or an MJCF file path, got {type(tree).__name__}")
+        tree = take_tree("Articulation", tree, ignore, double_pendulum)
         self.tree = tree
         self.DT = tree.timestep
-        if len(tree.joint_type) == 0:
-            raise ValueError(f"Articulation: the tree {tree.name!r} ({tree.source}) has no joint: nothing moves")
         # a tree without motors (a URDF file has none) gets one action that drives nothing, as the action needs an entry
         structure = dynamics.structure_of(tree)
         super().__init__(horizon, batch, dt, n_bodies=len(tree.parent) - 1, n_joints=len(tree.joint_type),
                          n_coordinates=structure.n_coordinates, n_dofs=structure.n_dofs,
                          n_actuators=max(len(tree.actuator_joint), 1), n_geoms=max(len(tree.geom_type), 1),
                          **values)
-        defaults = dict(body_mass=tree.mass[1:], body_com=tree.ipos[1:], body_inertia=tree.inertia[1:],
-                        body_offset=tree.pos[1:], joint_anchor=tree.joint_pos, joint_stiffness=tree.stiffness,
-                        joint_springref=tree.springref, joint_damping=tree.damping, joint_armature=tree.armature,
-                        gear=tree.gear if len(tree.gear) else [0.0], gravity=tree.gravity,
-                        geom_friction=tree.geom_friction if len(tree.geom_type) else [0.0],
-                        **dynamics.contact_defaults(tree))
+        defaults = tree_defaults(tree)
         self.set_params(**{name: value for name, value in defaults.items() if name not in values})
         if any(kind in (BALL, FREE) for kind in tree.joint_type):  # a quaternion of zeros is no orientation
             self.set_initial_state(q=reference_coordinates(tree))
@@ -167,30 +206,8 @@ class Articulation(System):
         return dict(structure=dynamics.structure_of(self.tree))
 
     def parameters(self, s):
-        """The tree's parameters as dynamics.Params of Taichi expressions (at compile time: bodies and joints are
-        unrolled), read through the step context s; index 0 of the body tables is the world, never read."""
-        def vector(name, i):
-            value = s.param(name, i)
-            return tuple(component(value, k) for k in range(3))
-        nb, nj = self.n_bodies, self.n_joints
-        zero = (0.0, 0.0, 0.0)
-        return dynamics.Params(
-            mass=[0.0] + [s.param("body_mass", b) for b in range(nb)],
-            com=[zero] + [vector("body_com", b) for b in range(nb)],
-            inertia=[zero] + [vector("body_inertia", b) for b in range(nb)],
-            offset=[zero] + [vector("body_offset", b) for b in range(nb)],
-            anchor=[vector("joint_anchor", j) for j in range(nj)],
-            stiffness=[s.param("joint_stiffness", j) for j in range(nj)],
-            springref=[s.param("joint_springref", j) for j in range(nj)],
-            damping=[s.param("joint_damping", j) for j in range(nj)],
-            armature=[s.param("joint_armature", j) for j in range(nj)],
-            gear=[s.param("gear", k) for k in range(self.n_actuators)],
-            gravity=vector("gravity", 0),
-            friction=[bind(s.param("geom_friction", g)) for g in range(self.n_geoms)],
-            contact_stiffness=bind(s.param("contact_stiffness")), contact_damping=bind(s.param("contact_damping")),
-            contact_softness=bind(s.param("contact_softness")), eps=bind(s.param("eps")),
-            limit_stiffness=bind(s.param("limit_stiffness")), limit_damping=bind(s.param("limit_damping")),
-            limit_softness=bind(s.param("limit_softness")))
+        """The tree's parameters as dynamics.Params of Taichi expressions, read through the step context s."""
+        return tree_params(s, self.n_bodies, self.n_joints, self.n_actuators, self.n_geoms)
 
     def read_state(self, s):
         q = [bind(s.state("q", c)) for c in range(self.n_coordinates)]

@@ -248,13 +248,23 @@ class MassSpring(Readouts, System):
         and sets the next state rather than adding into it."""
         p, v = s.state("pos", i), s.state("vel", i)
         f += self.contact(s, p, v, fused) - s.param("drag") * v
-        for q in ti.static(range(self.n_balls)):  # each ball's push, and its reaction on the ball
-            push = self.ball_push(s, p, v, q, fused)
-            f += push
-            s.accumulate("ball_load", q, -push)
+        f += self.pushes(s, p, v, fused, True)
         p_next, v_next = semi_implicit_euler(p, v, f / s.param("m"), s.dt)
         p_next, v_next = p + self.free[i] * (p_next - p), self.free[i] * v_next
         self.write_next(s, "pos", "vel", i, p_next, v_next, fused)
+
+    @ti.func
+    def pushes(self, s: ti.template(), p, v, branch: ti.template(), react: ti.template()):
+        """The pushes on a particle at p moving at v of the bodies that it pushes back (the free balls). react: add
+        each push's reaction into its body's load (the step; not where a reverse recomputes the force). branch: as
+        in contact."""
+        f = ti.Vector.zero(float, self.dim)
+        for q in ti.static(range(self.n_balls)):
+            push = self.ball_push(s, p, v, q, branch)
+            f += push
+            if ti.static(react):
+                s.accumulate("ball_load", q, -push)
+        return f
 
     @ti.func
     def write_next(self, s: ti.template(), position: ti.template(), velocity: ti.template(), i, x, v,
@@ -402,13 +412,28 @@ class MassSpring(Readouts, System):
         m, drag = s.param("m"), s.param("drag")
         # f without the springs' forces (springs_reverse adds their share of dL/dm)
         own = self.weight(s) + self.contact(s, p, v, True) - drag * v
-        for q in ti.static(range(self.n_balls)):
-            own += self.ball_push(s, p, v, q, True)
+        own += self.pushes(s, p, v, True, False)
         free = self.free[i]
         pos_bar, vel_bar = bar.next_state("pos", i), bar.next_state("vel", i)
         v_next_bar = free * (vel_bar + dt * pos_bar)
         f_bar = dt * v_next_bar / m
         p_bar, v_bar = self.contact_reverse(s, bar, p, v, f_bar)
+        pushed_p, pushed_v = self.pushes_reverse(s, bar, p, v, f_bar)
+        p_bar += pushed_p
+        v_bar += pushed_v
+        bar.add_state("pos", i, pos_bar + p_bar)
+        bar.add_state("vel", i, v_next_bar - drag * f_bar + v_bar)
+        for q in ti.static(range(self.degree)):
+            bar.accumulate("spring_force", self.spring_of[i, q], self.sign[i, q] * f_bar)
+        bar.add_param("m", 0, -f_bar.dot(own) / m - s.param("g") * f_bar[1])
+        bar.add_param("g", 0, -m * f_bar[1])
+        bar.add_param("drag", 0, -f_bar.dot(v))
+
+    @ti.func
+    def pushes_reverse(self, s: ti.template(), bar: ti.template(), p, v, f_bar):
+        """The reverse of pushes, reactions included: (dL/dp, dL/dv) from dL/df of the particle's force and the
+        loads' derivatives; the bodies' derivatives are added into bar."""
+        p_bar, v_bar = ti.Vector.zero(float, self.dim), ti.Vector.zero(float, self.dim)
         for q in ti.static(range(self.n_balls)):
             # the push enters the particle's force and, negated, the ball's load
             push_bar = f_bar - bar.scratch("ball_load", q)
@@ -425,13 +450,7 @@ class MassSpring(Readouts, System):
                 bar.add_state("ball_vel", q, -vb)
                 bar.add_param("ball_radius", q, d_bar)
                 self.add_law_bar(bar, lb)
-        bar.add_state("pos", i, pos_bar + p_bar)
-        bar.add_state("vel", i, v_next_bar - drag * f_bar + v_bar)
-        for q in ti.static(range(self.degree)):
-            bar.accumulate("spring_force", self.spring_of[i, q], self.sign[i, q] * f_bar)
-        bar.add_param("m", 0, -f_bar.dot(own) / m - s.param("g") * f_bar[1])
-        bar.add_param("g", 0, -m * f_bar[1])
-        bar.add_param("drag", 0, -f_bar.dot(v))
+        return p_bar, v_bar
 
     @ti.func
     def contact_reverse(self, s: ti.template(), bar: ti.template(), p, v, f_bar):
