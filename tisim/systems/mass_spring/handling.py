@@ -19,47 +19,27 @@ that step: explicit both ways, as MassSpring's balls. MassSpring's phases keep t
 and arm are differentiated by Taichi's reverse mode (the tree's step is straight-line code), so the backward pass
 launches per step.
 
-Frames: the body's world has y up (MassSpring's); the tree's, z up (MuJoCo's). A point (x, y, z) of the tree is at
-(x, z, -y) in the body's world, a turn of the axes (no mirror; tisim.viz.bodies draws trees the same way), so an
-MJCF file needs no change. One gravity acts on both: g down the body's y, which is the tree's -z (the tree's own
-gravity is not read). The step is the body's (dt, default 0.5 ms; the MJCF timestep is not read): it must resolve
-the stiffest of the springs, the contact penalty and the tree.
+Frames and gravity are tisim/systems/articulation/hosted.py's: the tree's (x, y, z) is the body's (x, z, -y), and
+g pulls both down the body's y. The step is the body's (dt, default 0.5 ms; the MJCF timestep is not read): it must
+resolve the stiffest of the springs, the contact penalty and the tree.
 
 Limits: boxes of the tree do not touch the body (spheres and capsules do); the tree's contacts with its own planes
 and between its shapes work as an Articulation's, with its contact_* parameters.
 """
 import os
-from dataclasses import replace
 
 import numpy as np
 import taichi as ti
 
 from tisim.core.model import check_derived, check_run
-from tisim.core.quantities import Scratch
 from tisim.physics.contact import point_capsule, point_capsule_reverse, point_contact, point_contact_reverse, touching
-from tisim.systems.articulation import dynamics
-from tisim.systems.articulation.algebra import add, matvec, quat_matrix
+from tisim.systems.articulation import hosted
 from tisim.systems.articulation.builder import Builder
-from tisim.systems.articulation.system import (
-    TAICHI,
-    Articulation,
-    bind,
-    component,
-    take_tree,
-    tree_defaults,
-    tree_params,
-)
-from tisim.systems.articulation.tree import BALL, CAPSULE, FREE, SPHERE, reference_coordinates
 from tisim.systems.mass_spring.robots import Robot, cloth
 from tisim.systems.mass_spring.system import DERIVED as BODY_DERIVED
 from tisim.systems.mass_spring.system import MassSpring
 
-# the tree's own parameters, but one gravity (g) and one friction velocity scale (eps), and motors counted apart
-# from the body's actuators
-TREE_PARAMS = tuple(replace(q, shape=("n_motors",)) if q.shape == ("n_actuators",) else q
-                    for q in Articulation.PARAMS if q.name not in ("gravity", "eps"))
-DERIVED = {**BODY_DERIVED, **{name: "it follows from the tree (tree=)" for name in (
-    "n_bodies", "n_joints", "n_coordinates", "n_dofs", "n_motors", "n_geoms", "n_shapes", "n_trees")}}
+DERIVED = {**BODY_DERIVED, **hosted.DERIVED}
 
 
 def finger():
@@ -74,50 +54,18 @@ def finger():
     return b.build()
 
 
-def shapes_of(tree):
-    """((body, a, b, radius, geom), ...): each sphere and capsule of a moving body as a segment a..b (body frame;
-    a = b for a sphere) widened by a radius."""
-    out = []
-    for g, kind in enumerate(tree.geom_type):
-        body = int(tree.geom_body[g])
-        if kind not in (SPHERE, CAPSULE) or body == 0:
-            continue
-        size, centre = tree.geom_size[g], np.asarray(tree.geom_pos[g], float)
-        half = np.array(quat_matrix(tree.geom_quat[g]))[:, 2] * (size[1] if kind == CAPSULE else 0.0)
-        out.append((body, tuple(map(float, centre - half)), tuple(map(float, centre + half)), float(size[0]), g))
-    return tuple(out)
-
-
-def to_body(v):
-    """A vector of the tree's world (z up) in the body's (y up)."""
-    return ti.Vector([v[0], v[2], -v[1]])
-
-
-def to_tree(v):
-    """A vector of the body's world in the tree's, as 3 scalars."""
-    return component(v, 0), -component(v, 2), component(v, 1)
-
-
-class Handling(MassSpring):
+class Handling(hosted.HostedTree, MassSpring):
     """A mass-spring body without actuators (robot=: default a 10 x 10 cloth, 3 cm apart, pinned at its corners
     0.3 m up) and an articulated tree (tree=: a Tree or an MJCF file path, ignore= as Articulation's; default a rod
     hinged above the cloth, falling onto it) whose spheres and capsules touch the body both ways. The state is the
     body's and the tree's (q, qd); the actions drive the tree's motors (ctrl, shape (T, n_motors)); the parameters
     are the body's and the tree's (but one gravity g). The module's docstring gives the step and its frames."""
 
-    PARAMS = MassSpring.PARAMS + TREE_PARAMS
-    STATE = MassSpring.STATE + Articulation.STATE
-    ACTION = (replace(Articulation.ACTION[0], shape=("n_motors",)),)
-    STRUCTURE = MassSpring.STRUCTURE + ("n_bodies", "n_joints", "n_coordinates", "n_dofs", "n_motors", "n_geoms",
-                                        "n_shapes", "n_trees")
-    SCRATCH = MassSpring.SCRATCH + tuple(
-        Scratch(name, unit, meaning, shape=("n_shapes", "dim")) for name, unit, meaning in (
-            ("shape_start", "m", "the first end of each shape's axis (a sphere's centre)"),
-            ("shape_end", "m", "the second end of each shape's axis (a sphere's centre)"),
-            ("shape_spin", "rad/s", "angular velocity of each shape's body"),
-            ("shape_drift", "m/s", "velocity of each shape's body's point at the origin"),
-            ("shape_force", "N", "sum of the particles' pushes on each shape"),
-            ("shape_moment", "N m", "their moment about the origin")))
+    PARAMS = MassSpring.PARAMS + hosted.tree_quantities(shared=("eps",))
+    STATE = MassSpring.STATE + hosted.STATE
+    ACTION = hosted.ACTION
+    STRUCTURE = MassSpring.STRUCTURE + hosted.SIZES
+    SCRATCH = MassSpring.SCRATCH + hosted.SCRATCH
     PHASES = (("links", "n_trees"),) + MassSpring.PHASES + (("arm", "n_trees"),)
     FUSED = dict(MassSpring.FUSED, arm=("arm_fused", "n_trees"))
 
@@ -134,72 +82,16 @@ class Handling(MassSpring):
                                  "coordinates")
             if robot.actuators:
                 raise ValueError("Handling: the robot must have no actuators (the actions drive the tree's motors)")
-        self.tree = tree = take_tree("Handling", tree, ignore, finger)
-        shapes = shapes_of(tree)
-        if not shapes:
-            raise ValueError(f"Handling: the tree {tree.name!r} has no sphere or capsule on a moving body to touch "
-                             "the robot with")
-        self.shapes = shapes
-        structure = dynamics.structure_of(tree)
-        super().__init__(horizon, batch, dt, robot, n_bodies=len(tree.parent) - 1, n_joints=len(tree.joint_type),
-                         n_coordinates=structure.n_coordinates, n_dofs=structure.n_dofs,
-                         n_motors=max(len(tree.actuator_joint), 1), n_geoms=max(len(tree.geom_type), 1),
-                         n_shapes=len(shapes), n_trees=1, **values)
-        defaults = tree_defaults(tree)
-        defaults.pop("gravity")
-        defaults.pop("eps")
-        self.set_params(**{name: value for name, value in defaults.items() if name not in values})
-        if "q" not in values and any(kind in (BALL, FREE) for kind in tree.joint_type):
-            self.set_initial_state(q=reference_coordinates(tree))
+        sizes = self.take_tree_of("Handling", tree, ignore, finger)
+        super().__init__(horizon, batch, dt, robot, **sizes, **values)
+        self.set_tree_defaults(values)
 
     def topology(self):
-        return dict(MassSpring.topology(self), structure=dynamics.structure_of(self.tree), shapes=self.shapes)
-
-    # ---- the tree --------------------------------------------------------------------------------------------------
-    def tree_state(self, s):
-        """(q, qd, ctrl, parameters) at step t, as scalars for the dynamics (called at compile time)."""
-        q = [bind(s.state("q", c)) for c in range(self.n_coordinates)]
-        qd = [bind(s.state("qd", d)) for d in range(self.n_dofs)]
-        ctrl = [bind(s.action("ctrl", k)) for k in range(self.n_motors)]
-        p = tree_params(s, self.n_bodies, self.n_joints, self.n_motors, self.n_geoms,
-                        gravity=(0.0, 0.0, -s.param("g")), eps=s.param("eps"))
-        return q, qd, ctrl, p
-
-    def place_shapes(self, s):
-        q, qd, _, p = self.tree_state(s)
-        R, x, S = dynamics.kinematics(self.structure, p, q, TAICHI)
-        velocity = dynamics.body_velocities(self.structure, qd, S, TAICHI)
-        for k, (body, start, end, _, _) in enumerate(self.shapes):
-            spin, drift = velocity[body]
-            s.accumulate("shape_start", k, to_body(add(x[body], matvec(R[body], start))))
-            s.accumulate("shape_end", k, to_body(add(x[body], matvec(R[body], end))))
-            s.accumulate("shape_spin", k, to_body(spin))
-            s.accumulate("shape_drift", k, to_body(drift))
-        return None
-
-    def step_tree(self, s, fused):
-        q, qd, ctrl, p = self.tree_state(s)
-        external = [(body, (to_tree(s.scratch("shape_moment", k)), to_tree(s.scratch("shape_force", k))))
-                    for k, (body, *_) in enumerate(self.shapes)]
-        q_next, qd_next = dynamics.step(self.structure, p, q, qd, ctrl, s.dt, TAICHI, external)
-        write = s.set_next if fused else s.advance
-        for c in range(self.n_coordinates):
-            write("q", c, q_next[c])
-        for d in range(self.n_dofs):
-            write("qd", d, qd_next[d])
-        return None
+        return dict(MassSpring.topology(self), **self.tree_topology())
 
     @ti.func
     def links(self, s: ti.template(), i):
-        ti.static(self.place_shapes(s))
-
-    @ti.func
-    def arm(self, s: ti.template(), i):
-        ti.static(self.step_tree(s, False))
-
-    @ti.func
-    def arm_fused(self, s: ti.template(), i):
-        ti.static(self.step_tree(s, True))
+        ti.static(self.place_shapes(s, ahead=False))  # the particles meet the tree where it is
 
     # ---- the shapes' pushes on the particles, and back -------------------------------------------------------------
     @ti.func

@@ -508,17 +508,3 @@ def obstacle_table(name, given, dim, size_shape):
         centres.append(centre)
         sizes.append(size)
     return np.reshape(centres, (-1, dim)), np.reshape(sizes, (-1,) + size_shape)
-
-
-def reference_actions(sim, amplitude=0.1, frequency=5.0):
-    """The reference workload's actions a[t, s] = 0.1 sin(2 pi 5 t dt + phase_s), phase_s = 2 pi s / S."""
-    t = np.arange(sim.T)[:, None] * sim.dt
-    phase = 2 * np.pi * np.arange(sim.action_layout.size)[None, :] / sim.action_layout.size
-    return amplitude * np.sin(2 * np.pi * frequency * t + phase)
-
-
-def mean_x_weights(sim):
-    """TerminalSum weights for minus the mean x of all particles (the reference workload's loss)."""
-    w = np.zeros((sim.sizes["n_particles"], sim.sizes["dim"]))
-    w[:, 0] = -1.0 / sim.sizes["n_particles"]
-    return {"pos": w}
