@@ -7,6 +7,7 @@ from tisim.systems.mass_spring.handling import Handling
 from tisim.systems.mass_spring.manipulation import Manipulation
 from tisim.systems.mass_spring.system import MassSpring
 from tisim.systems.mpm.coupled import Coupled
+from tisim.systems.mpm.kneading import Kneading
 from tisim.systems.mpm.shaping import Shaping
 from tisim.systems.mpm.system import MPM
 from tisim.systems.pendulum import DoublePendulum, Pendulum
@@ -22,6 +23,7 @@ __all__ = [
     "Coupled",
     "DoublePendulum",
     "Handling",
+    "Kneading",
     "Linear",
     "Manipulation",
     "MassSpring",

@@ -255,6 +255,7 @@ DRAW = {
     "Coupled": draw_shaping,
     "Manipulation": draw_manipulation,
     "Handling": draw_mass_spring,  # 3D: pictured by points_handling
+    "Kneading": draw_mpm,  # 3D: pictured by points_kneading
 }
 # 3D bodies: {state, params} -> what tisim.scene.Scene.render takes
 def points_shaping(state, params):
@@ -281,17 +282,26 @@ def with_tools(picture, state, params):
     return picture
 
 
-def points_handling(state, params):
-    """A 3D mass-spring body and the articulated tree that handles it (its spheres, capsules and boxes; drawn by
-    name, without the simulator, the tree is unknown and only the body is drawn)."""
-    picture = points_mass_spring(state, params)
+def with_tree(picture, state, params):
+    """A 3D picture with an articulated tree's spheres, capsules and boxes added (drawn by name, without the
+    simulator, the tree is unknown and only the body is drawn)."""
     if "tree" in params:
         picture["solid"] = posed_mesh(params["tree"], state["q"])
     return picture
 
 
+def points_handling(state, params):
+    """A 3D mass-spring body and the articulated tree that handles it."""
+    return with_tree(points_mass_spring(state, params), state, params)
+
+
+def points_kneading(state, params):
+    """A 3D material-point body and the articulated tree that kneads it."""
+    return with_tree(points_mpm(state, params), state, params)
+
+
 DRAW3D = {"MPM": points_mpm, "MassSpring": points_mass_spring, "Shaping": points_shaping, "Coupled": points_shaping,
-          "Manipulation": points_manipulation, "Handling": points_handling}
+          "Manipulation": points_manipulation, "Handling": points_handling, "Kneading": points_kneading}
 
 
 def rollout_box(traj, params=None, marks=()):
@@ -329,7 +339,8 @@ CAPTION_BAND = 19  # [px] a caption's height, its box included (12 pixel text)
 
 
 LOOKS3D = {"MassSpring": look_at_rollout, "MPM": look_at_rollout, "Shaping": look_at_rollout,
-           "Coupled": look_at_rollout, "Manipulation": look_at_rollout, "Handling": look_at_rollout}
+           "Coupled": look_at_rollout, "Manipulation": look_at_rollout, "Handling": look_at_rollout,
+           "Kneading": look_at_rollout}
 
 # ---- default views: (traj {name: array (T+1,)}, params {name: float}) -> (xmin, xmax, ymin, ymax) [m] -------------
 def view_cartpole(traj, params):
