@@ -5,7 +5,9 @@
     print(report)                          # each check: measured value against its threshold
 
 tests/test_contract.py runs it on every system tisim.systems exports; docs/adding_a_system.md shows how to read
-its report. See ``check_system`` for the checks and their thresholds.
+its report. See ``check_system`` for the checks and their thresholds. ``assert_gradients_agree(ours, reference)``
+holds two gradients of one problem together, entry by entry: a phase's hand-written reverse against Taichi's
+reverse mode of it (a subclass with REVERSES = {}), or one mechanism against another.
 """
 import math
 import re
@@ -21,7 +23,7 @@ from tisim.core.protocol import Protocol
 from tisim.core.quantities import Quantity
 from tisim.core.stores import PlainStores, plain_stores
 
-__all__ = ["Check", "ContractFailure", "PlainStores", "SystemReport", "check_system"]
+__all__ = ["Check", "ContractFailure", "PlainStores", "SystemReport", "assert_gradients_agree", "check_system"]
 
 GRADIENT_TOLERANCE = 1e-5  # worst relative error against Richardson-extrapolated central differences, per group
 AGREEMENT_TOLERANCE = 1e-12  # |g - g_ref| <= tol (max |g_ref| + |g_ref|) entry by entry: mechanisms, schedules
@@ -155,6 +157,19 @@ def check_system(cls, *, keywords=None, horizon=6, batch=2, seed=0, debug=True, 
     if raise_on_failure and not report.passed:
         raise ContractFailure(report)
     return report
+
+
+def assert_gradients_agree(gradient, reference, tolerance=AGREEMENT_TOLERANCE):
+    """Assert that two results of ``sim.gradient`` agree: every entry of every parameter's, initial state's and the
+    actions' derivatives within ``tolerance`` of the reference's, relatively and against the largest entry of its
+    name (empty names, such as a system's absent balls, skipped). The message names the entry that differs."""
+    for group in ("params", "initial_state"):
+        for name, value in getattr(reference, group).items():
+            if value.size:
+                np.testing.assert_allclose(getattr(gradient, group)[name], value, rtol=tolerance,
+                                           atol=tolerance * np.abs(value).max(), err_msg=f"{group} {name}")
+    np.testing.assert_allclose(gradient.actions, reference.actions, rtol=tolerance,
+                               atol=tolerance * np.abs(reference.actions).max(), err_msg="actions")
 
 
 def _init(settings):
