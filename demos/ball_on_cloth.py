@@ -41,9 +41,7 @@ def trampoline():
 def pictures(sim, first, best, iterations, path):
     """The first drop beside the optimized one, captioned, one camera framing both and the target."""
     marks = [((TARGET[0], 0.3, TARGET[1]), TARGET_RADIUS, "target")]
-    boxes = [viz.rollout_box(r, {"ball_radius": [RADIUS]}, marks) for r in (first, best)]
-    camera = viz.fit_camera(np.min([b[0] for b in boxes], axis=0), np.max([b[1] for b in boxes], axis=0), (320, 240),
-                            band=viz.CAPTION_BAND)
+    camera = viz.look_at_rollouts((first, best), {"ball_radius": [RADIUS]}, marks=marks, band=viz.CAPTION_BAND)
     captions = ("ball on cloth: first drop", f"optimized ({iterations} iterations)")
     panels = [viz.frames(sim, {k: v[None] for k, v in r.items()}, every=40, marks=marks, camera=camera, caption=words)
               for r, words in zip((first, best), captions)]

@@ -175,10 +175,8 @@ def main(iterations=80, seed=0, size=32, out="out", progress=True, gui=False, of
 def pictures(rollouts, markers, path):
     """The recorded cloth, the twin's first guess and the fitted twin side by side, captioned, one camera framing
     all three, the tracked markers drawn as dark dots."""
-    boxes = [viz.rollout_box(traj) for _, traj in rollouts.values()]
     size = (280, 240)
-    camera = viz.fit_camera(np.min([b[0] for b in boxes], axis=0), np.max([b[1] for b in boxes], axis=0), size,
-                            band=viz.CAPTION_BAND)
+    camera = viz.look_at_rollouts([traj for _, traj in rollouts.values()], size=size, band=viz.CAPTION_BAND)
     panels = [viz.frames(sim, traj, every=40, size=size, markers=markers, camera=camera, caption=words)
               for words, (sim, traj) in rollouts.items()]
     return viz.save_gif(path, viz.side_by_side(viz.side_by_side(panels[0], panels[1]), panels[2]), fps=12)

@@ -111,9 +111,8 @@ def pictures(sim, actions, path, iterations):
         rollouts[name] = {k: v[:1] for k, v in sim.rollout().items()}
     camera = None
     if sim.sizes["dim"] == 3:
-        boxes = [viz.rollout_box(r, {"n_grid": sim.sizes["n_grid"]}) for r in rollouts.values()]
-        camera = viz.fit_camera(np.min([b[0] for b in boxes], axis=0), np.max([b[1] for b in boxes], axis=0),
-                                (400, 150), (0.3, 0.3, 1.0), band=viz.CAPTION_BAND)
+        camera = viz.look_at_rollouts(rollouts.values(), {"n_grid": sim.sizes["n_grid"]}, (400, 150),
+                                      direction=(0.3, 0.3, 1.0), band=viz.CAPTION_BAND)
     rows = [viz.frames(sim, rollouts[name], every=40, size=(400, 150), bounds=(0.0, 1.0, 0.0, 0.375),
                        caption=captions[name], camera=camera) for name in rollouts]
     return viz.save_gif(path, [np.concatenate(pair, axis=0) for pair in zip(*rows)], fps=25, colors=64)

@@ -81,9 +81,7 @@ def pictures(sim, start, first, best, iterations, path):
     """The first plan beside the optimized one, captioned, one camera framing both and the target."""
     goal = start.mean(axis=0) + SHIFT
     marks = [((goal[0], 0.0, goal[2]), 0.015, "target")]
-    boxes = [viz.rollout_box(r, {}, marks) for r in (first, best)]
-    camera = viz.fit_camera(np.min([b[0] for b in boxes], axis=0), np.max([b[1] for b in boxes], axis=0), (320, 240),
-                            band=viz.CAPTION_BAND)
+    camera = viz.look_at_rollouts((first, best), marks=marks, band=viz.CAPTION_BAND)
     captions = ("napkin: first plan", f"optimized ({iterations} iterations)")
     panels = [viz.frames(sim, {k: v[None] for k, v in r.items()}, every=40, marks=marks, camera=camera, caption=words)
               for r, words in zip((first, best), captions)]

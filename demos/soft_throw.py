@@ -48,9 +48,7 @@ def pictures(sim, first_path, best_path, iterations, path):
     """The first throw beside the optimized one, captioned, one camera framing both paths, the wall and the target."""
     rollouts = [{"pos": p[None], "vel": np.zeros_like(p[None])} for p in (first_path, best_path)]
     params = {"box_center": [WALL[0]], "box_half": [WALL[1]]}
-    boxes = [viz.rollout_box(r, params, MARKS) for r in rollouts]
-    camera = viz.fit_camera(np.min([b[0] for b in boxes], axis=0), np.max([b[1] for b in boxes], axis=0), (320, 240),
-                            band=viz.CAPTION_BAND)
+    camera = viz.look_at_rollouts(rollouts, params, marks=MARKS, band=viz.CAPTION_BAND)
     captions = ("soft throw: first attempt", f"optimized ({iterations} iterations)")
     panels = [viz.frames(sim, r, every=80, marks=MARKS, camera=camera, caption=words)
               for r, words in zip(rollouts, captions)]

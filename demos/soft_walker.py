@@ -99,9 +99,8 @@ def pictures(sim, actions, path, iterations):
     bounds = (reach.min() - 0.05, reach.max() + 0.05, -0.05, 0.37)  # room above the robot for the caption
     camera = None
     if sim.sizes.get("dim") == 3:
-        boxes = [viz.rollout_box(t) for t in trajectories.values()]
-        camera = viz.fit_camera(np.min([b[0] for b in boxes], axis=0), np.max([b[1] for b in boxes], axis=0),
-                                (400, 130), (0.3, 0.3, 1.0), band=viz.CAPTION_BAND)
+        camera = viz.look_at_rollouts(trajectories.values(), size=(400, 130), direction=(0.3, 0.3, 1.0),
+                                      band=viz.CAPTION_BAND)
     captions = {"first": f"{sim.robot.name}: first gait",
                 "best": f"{sim.robot.name}: optimized gait ({iterations} iterations)"}
     rows = [viz.frames(sim, trajectories[name], every=50, size=(400, 130), bounds=bounds, camera=camera,

@@ -21,6 +21,7 @@ from tisim.viz.drawings import (
     draw_sliding_block,
     frames,
     look_at_rollout,
+    look_at_rollouts,
     orbit,
     rollout_box,
     view_bouncing_ball,
@@ -59,7 +60,8 @@ __all__ = [
     "BACKGROUND", "BALL", "BLOCK", "BOB", "BOB_LOWER", "CAPTION_BAND", "CART", "DRAW", "GROUND", "HINGE",
     "HINGE_HEIGHT", "INK", "MARK", "MARKER", "POLE", "ROD", "VIEWS", "Canvas", "draw_bouncing_ball", "draw_cartpole",
     "draw_double_pendulum", "draw_mass_spring", "draw_mpm", "draw_pendulum", "draw_rigid2d", "draw_sliding_block",
-    "caption", "fit_camera", "frames", "look_at_rollout", "project", "rollout_box", "text_mask", "write", "orbit",
+    "caption", "fit_camera", "frames", "look_at_rollout", "look_at_rollouts", "project", "rollout_box", "text_mask",
+    "write", "orbit",
     "quantize", "save_gif", "side_by_side", "view_bouncing_ball", "view_cartpole", "view_double_pendulum",
     "view_mass_spring", "view_pendulum", "view_rigid2d", "view_sliding_block",
 ]

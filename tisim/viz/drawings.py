@@ -332,7 +332,15 @@ def look_at_rollout(traj, params=None, size=(320, 240), marks=(), direction=(0.5
     """(camera position, target) that frames every position of a 3D rollout, its obstacles and marks (see
     rollout_box), seen from ``direction`` (front right and above by default), as close as the picture allows below
     a band of ``band`` pixels at the top (a caption's)."""
-    return fit_camera(*rollout_box(traj, params, marks), size, direction, band=band)
+    return look_at_rollouts([traj], params, size, marks, direction, band)
+
+
+def look_at_rollouts(trajs, params=None, size=(320, 240), marks=(), direction=(0.5, 0.6, 1.3), band=0):
+    """One camera for several rollouts of one scene (look_at_rollout's, framing them all), so that pictures of
+    them side by side, a first plan and an optimized one, compare."""
+    boxes = [rollout_box(traj, params, marks) for traj in trajs]
+    return fit_camera(np.min([low for low, _ in boxes], axis=0), np.max([high for _, high in boxes], axis=0), size,
+                      direction, band=band)
 
 
 CAPTION_BAND = 19  # [px] a caption's height, its box included (12 pixel text)
