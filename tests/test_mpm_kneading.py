@@ -108,6 +108,8 @@ def test_gradients_match_central_differences():
 
 @pytest.mark.parametrize("make, message", [
     (lambda: Kneading(horizon=2, body=Body.box([0.4, 0.2], [0.6, 0.3], 0.02)), "must be 3D"),
+    (lambda: Kneading(horizon=2, body=Body.box([0.4, 0.1, 0.4], [0.6, 0.2, 0.6], 0.05, actuator=0)),
+     "no actuators"),
     (lambda: Kneading(horizon=2, n_motors=2), "n_motors"),
     (lambda: Kneading(horizon=2, tree=3), "tree must be a Tree or an MJCF file path"),
     (lambda: Kneading(horizon=0), "Kneading: horizon must be an integer >= 1"),
@@ -115,3 +117,12 @@ def test_gradients_match_central_differences():
 def test_bad_input(make, message):
     with pytest.raises((ValueError, TypeError), match=message):
         make()
+
+
+def test_a_tree_without_spheres_or_capsules_is_refused():
+    b = Builder("block")
+    body = b.body(0, pos=(0.5, 0.5, 0.5), mass=1.0, inertia=(1e-3,) * 3)
+    b.box(body, (0.05, 0.05, 0.05))
+    b.free(body)
+    with pytest.raises(ValueError, match="Kneading: the tree 'block' has no sphere or capsule"):
+        Kneading(horizon=2, tree=b.build())

@@ -50,11 +50,17 @@ AHEAD = (Scratch("shape_pivot", "m", "origin of each shape's body after the tree
                  shape=("n_shapes", "dim", "dim")))
 
 
-def tree_quantities(shared):
+def shared_with(host):
+    """The names of an Articulation's parameters that the host system class has its own of, which the tree reads
+    in place of its own: gravity always (the host's g), and any the host also declares (a mass-spring body's eps)."""
+    return ("gravity",) + tuple(q.name for q in Articulation.PARAMS if q.name in {p.name for p in host.PARAMS})
+
+
+def tree_quantities(host):
     """An Articulation's parameters, its motors counted by n_motors (apart from the host's actuators), without those
-    the host has its own of (`shared`: gravity, always; eps where the host has one)."""
+    shared with the host system class (shared_with)."""
     return tuple(replace(q, shape=("n_motors",)) if q.shape == ("n_actuators",) else q
-                 for q in Articulation.PARAMS if q.name not in ("gravity",) + tuple(shared))
+                 for q in Articulation.PARAMS if q.name not in shared_with(host))
 
 
 def shapes_of(tree):
@@ -91,8 +97,6 @@ class HostedTree:
     """Mixin of a system that hosts a tree (the module's docstring). The host calls take_tree_of before its own
     __init__ (its sizes go to the engine) and set_tree_defaults after; its parameter g is the gravity."""
 
-    SHARED = ("eps",)  # the host's parameters the tree reads in place of its own
-
     def take_tree_of(self, owner, tree, ignore, default):
         """The tree's structural sizes, the tree kept as self.tree and its touching shapes as self.shapes."""
         self.tree = tree = take_tree(owner, tree, ignore, default)
@@ -106,9 +110,10 @@ class HostedTree:
                     n_motors=max(len(tree.actuator_joint), 1), n_geoms=max(len(tree.geom_type), 1),
                     n_shapes=len(self.shapes), n_trees=1)
 
-    def set_tree_defaults(self, values):
+    def set_tree_defaults(self, values, host):
+        """The tree's parameters from its model, but those named in values and those shared with host."""
         defaults = tree_defaults(self.tree)
-        for name in ("gravity",) + self.SHARED:
+        for name in shared_with(host):
             defaults.pop(name)
         self.set_params(**{name: value for name, value in defaults.items() if name not in values})
         if "q" not in values and any(kind in (BALL, FREE) for kind in self.tree.joint_type):
@@ -179,4 +184,4 @@ class HostedTree:
         ti.static(self.step_tree(s, True))
 
 
-__all__ = ["HostedTree", "shapes_of", "tree_quantities", "to_host", "to_tree"]
+__all__ = ["HostedTree", "shapes_of", "shared_with", "tree_quantities", "to_host", "to_tree"]

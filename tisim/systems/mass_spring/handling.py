@@ -61,7 +61,7 @@ class Handling(hosted.HostedTree, MassSpring):
     body's and the tree's (q, qd); the actions drive the tree's motors (ctrl, shape (T, n_motors)); the parameters
     are the body's and the tree's (but one gravity g). The module's docstring gives the step and its frames."""
 
-    PARAMS = MassSpring.PARAMS + hosted.tree_quantities(shared=("eps",))
+    PARAMS = MassSpring.PARAMS + hosted.tree_quantities(MassSpring)
     STATE = MassSpring.STATE + hosted.STATE
     ACTION = hosted.ACTION
     STRUCTURE = MassSpring.STRUCTURE + hosted.SIZES
@@ -84,7 +84,7 @@ class Handling(hosted.HostedTree, MassSpring):
                 raise ValueError("Handling: the robot must have no actuators (the actions drive the tree's motors)")
         sizes = self.take_tree_of("Handling", tree, ignore, finger)
         super().__init__(horizon, batch, dt, robot, **sizes, **values)
-        self.set_tree_defaults(values)
+        self.set_tree_defaults(values, MassSpring)
 
     def topology(self):
         return dict(MassSpring.topology(self), **self.tree_topology())

@@ -57,7 +57,7 @@ class Kneading(hosted.HostedTree, MPM):
     n_motors)); the parameters are the material's and the tree's (but one gravity, g). The module's docstring
     gives the step."""
 
-    PARAMS = MPM.PARAMS + hosted.tree_quantities(shared=()) + (
+    PARAMS = MPM.PARAMS + hosted.tree_quantities(MPM) + (
         Quantity("shape_softness", 0.002, "m", "length over which a shape's reach fades outside its surface (default "
                  "one grid cell)", bounds="(0, inf)"),)
     STATE = MPM.STATE + hosted.STATE
@@ -66,7 +66,6 @@ class Kneading(hosted.HostedTree, MPM):
     SCRATCH = MPM.SCRATCH + hosted.SCRATCH + hosted.AHEAD
     PHASES = (("links", "n_trees"),) + MPM.PHASES[:3] + (("arm", "n_trees"),) + MPM.PHASES[3:]
     FUSED = dict(MPM.FUSED, arm=("arm_fused", "n_trees"))
-    SHARED = ()  # the tree keeps its own eps
 
     def __init__(self, horizon, batch=1, dt=None, body=None, n_grid=16, tree=None, ignore=(), **values):
         check_run("Kneading", horizon, batch, dt)
@@ -86,7 +85,7 @@ class Kneading(hosted.HostedTree, MPM):
             values.setdefault("shape_softness", 1.0 / n_grid)  # as Coupled's tools: a resting contact settles
         sizes = self.take_tree_of("Kneading", tree, ignore, dropped_ball)
         super().__init__(horizon, batch, dt, body, n_grid, **sizes, **values)
-        self.set_tree_defaults(values)
+        self.set_tree_defaults(values, MPM)
 
     def topology(self):
         return dict(MPM.topology(self), **self.tree_topology())
