@@ -8,21 +8,24 @@
 # that return against environment steps (one step: 1/60 s of one environment; SHAC's steps are its windows', CEM's
 # every candidate's episodes) and against seconds of training (the scoring's own time left out).
 #
-#   shac  demos/policy_swingup.py's SHAC (windows of 40 steps, its critic, its policy network) on 4 environments
-#         with Adam's step 1e-2: SHAC learns per iteration, so fewer environments need fewer steps (16, the demo's,
-#         needed about 3x the steps for the same returns; 64, as in Xu et al., more still in 600 iterations)
-#   ppo   stable_baselines3.PPO("MlpPolicy"): 16 environments (tisim's SimulatedVectorEnv, one simulator), n_steps 256,
-#         batch 256, 10 epochs, lr 3e-4, gamma 0.99, GAE 0.95, clip 0.2, networks (64, 64) tanh, observations and
-#         rewards normalized (VecNormalize): common settings for a small continuous-control task
-#   cem   the policy network's weights (one tanh layer of 16, as SHAC's) sampled 64 at a time, each scored on 4
-#         episodes of the training task run as one batch with the other candidates; the best 8 refit the mean and
-#         spread
+#   shac     demos/policy_swingup.py's SHAC (windows of 40 steps, its critic, its policy network) on 4 environments
+#            with Adam's step 1e-2: SHAC learns per iteration, so fewer environments need fewer steps (16, the
+#            demo's, needed about 3x the steps for the same returns; 64, as in Xu et al., more still in 600
+#            iterations)
+#   refined  the same SHAC run, then the demo's second stage: analytic policy gradients through whole episodes
+#            (8 environments, Adam 2e-3, 1500 iterations); the shac curves are this run's first stage
+#   ppo      stable_baselines3.PPO("MlpPolicy"): 16 environments (tisim's SimulatedVectorEnv, one simulator),
+#            n_steps 256, batch 256, 10 epochs, lr 3e-4, gamma 0.99, GAE 0.95, clip 0.2, networks (64, 64) tanh,
+#            observations and rewards normalized (VecNormalize): common settings for a small continuous-control task
+#   cem      the policy network's weights (one tanh layer of 16, as SHAC's) sampled 64 at a time, each scored on 4
+#            episodes of the training task run as one batch with the other candidates; the best 8 refit the mean and
+#            spread
 #
 # One process, one method at a time, each on one thread (Taichi's and PyTorch's), so that the seconds compare.
 # Writes out/policy_baselines.json (the curves), out/policy_baselines.png (return against steps and against seconds)
 # and a table of the return each method reaches and the steps and seconds each needs to reach PPO's final return.
 #
-# Command: python benchmarks/policy_baselines.py [--methods shac,ppo,cem] [--seeds 3] [--ppo-steps 1000000]
+# Command: python benchmarks/policy_baselines.py [--methods shac,refined,ppo,cem] [--seeds 3] [--ppo-steps 1000000]
 #          [--shac-iterations 1000] [--cem-iterations 150] [--out out]
 import argparse
 import importlib.util
@@ -103,7 +106,9 @@ def network_policy(d, weights):
 SHAC = dict(environments=4, lr=1e-2)
 
 
-def run_shac(d, seed, iterations, score):
+def run_shac(d, seed, iterations, score, refine=False):
+    """SHAC's curve; with refine, the run goes on through the demo's whole episodes and the curve's entry
+    "refined_from" marks where."""
     curve = Curve(score)
     every = max(iterations // 20, 1)
     environments = SHAC["environments"]
@@ -123,7 +128,26 @@ def run_shac(d, seed, iterations, score):
     result = train_policy(sim, d.running_cost(sim, settings["window"], settings["gamma"]), d.reset,
                           episode_steps=d.EPISODE, iterations=iterations, optimizer=Adam(lr=SHAC["lr"]),
                           critic=critic, seed=seed, progress=False, callback=callback)
-    curve.record(iterations * settings["window"] * environments, network_policy(d, result.values["w_policy"]))
+    steps = iterations * settings["window"] * environments
+    curve.record(steps, network_policy(d, result.values["w_policy"]))
+    if not refine:
+        return curve.data
+    stage = d.METHODS["refined"]["whole_episodes"]
+    curve.data["refined_from"] = len(curve.data["steps"]) - 1
+    per, every = d.EPISODE * stage["environments"], max(stage["iterations"] // 20, 1)
+    whole = d.Swing(horizon=d.EPISODE, batch=stage["environments"], dt=d.DT, seed=seed,
+                    w_policy=result.values["w_policy"])
+    whole.set_params(obs_scale=d.SCALE)
+
+    def refining(i, weights, loss):
+        if i % every == 0:
+            curve.record(steps + i * per, network_policy(d, weights))
+
+    result = train_policy(whole, d.running_cost(whole, d.EPISODE), d.reset, episode_steps=d.EPISODE,
+                          iterations=stage["iterations"], optimizer=Adam(lr=stage["lr"]), seed=seed, progress=False,
+                          callback=refining)
+    if stage["iterations"] % every:
+        curve.record(steps + stage["iterations"] * per, network_policy(d, result.values["w_policy"]))
     return curve.data
 
 
@@ -280,10 +304,23 @@ def summary(curves, digits=0, second=None):
     return rows, level, "\n".join(lines)
 
 
+def plot(curves, path):
+    """Return against environment steps and against seconds, a line per seed; SHAC's stage is drawn over the
+    refined runs' first stage, which it is."""
+    from tisim import plots
+    labels = {"refined": "SHAC, then whole episodes", "shac": "SHAC (through the simulator)",
+              "ppo": "PPO (stable-baselines3)", "cem": "CEM (weights)"}
+    figure = plots.learning_curves_figure({labels[m]: curves[m] for m in labels if m in curves},
+                                          title="cart-pole swing-up: return over 32 fixed episodes while training")
+    for axes, linear_below in zip(figure.axes, (1e4, 1.0)):  # the methods' budgets differ by orders of magnitude
+        axes.set_xscale("symlog", linthresh=linear_below)
+    figure.savefig(path, dpi=100)
+
+
 def main():
     parser = argparse.ArgumentParser(description="SHAC through the simulator against PPO and CEM on the cart-pole "
                                                  "swing-up.")
-    parser.add_argument("--methods", default="shac,ppo,cem")
+    parser.add_argument("--methods", default="shac,refined,ppo,cem")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--ppo-steps", type=int, default=1_000_000)
     parser.add_argument("--shac-iterations", type=int, default=1000)
@@ -291,8 +328,8 @@ def main():
     parser.add_argument("--out", default="out")
     args = parser.parse_args()
     methods = [m for m in args.methods.split(",") if m]
-    if not methods or any(m not in ("shac", "ppo", "cem") for m in methods):
-        parser.error(f"--methods takes shac, ppo and cem, got {args.methods!r}")
+    if not methods or any(m not in ("shac", "refined", "ppo", "cem") for m in methods):
+        parser.error(f"--methods takes shac, refined, ppo and cem, got {args.methods!r}")
     if args.seeds < 1 or args.ppo_steps < 1 or args.shac_iterations < 1 or args.cem_iterations < 1:
         parser.error("--seeds, --ppo-steps, --shac-iterations and --cem-iterations must be >= 1")
 
@@ -303,8 +340,13 @@ def main():
     curves = {m: [] for m in methods}
     for method in methods:
         for seed in range(args.seeds):
-            if method == "shac":
-                curve = run_shac(d, seed, args.shac_iterations, score)
+            if method == "shac" and "refined" in methods:  # the refined run's first stage
+                continue
+            if method in ("shac", "refined"):
+                curve = run_shac(d, seed, args.shac_iterations, score, refine=method == "refined")
+                if method == "refined" and "shac" in methods:
+                    first = curve["refined_from"] + 1
+                    curves["shac"].append({k: v[:first] for k, v in curve.items() if k != "refined_from"})
             elif method == "ppo":
                 curve = run_ppo(seed, args.ppo_steps, score)
             else:
@@ -321,7 +363,8 @@ def main():
     import torch
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    record = {"what": "cart-pole swing-up policies: SHAC through the simulator, PPO, CEM", "task": TASK,
+    record = {"what": "cart-pole swing-up policies: SHAC through the simulator (and refined through whole "
+                      "episodes), PPO, CEM", "task": TASK,
               "scoring": f"mean return over {EPISODES} episodes from seeds {EVALUATION_SEED}.., deterministic policy",
               "command": f"python benchmarks/policy_baselines.py --methods {args.methods} --seeds {args.seeds} "
                          f"--ppo-steps {args.ppo_steps} --shac-iterations {args.shac_iterations} "
@@ -332,13 +375,7 @@ def main():
               "ppo_final_return_median": level, "rows": rows, "curves": curves}
     (out / "policy_baselines.json").write_text(json.dumps(record, indent=1))
     (out / "policy_baselines.md").write_text(table + "\n")
-    from tisim import plots
-    labels = {"shac": "SHAC (through the simulator)", "ppo": "PPO (stable-baselines3)", "cem": "CEM (weights)"}
-    figure = plots.learning_curves_figure({labels[m]: runs for m, runs in curves.items()},
-                                          title="cart-pole swing-up: return over 32 fixed episodes while training")
-    for axes, linear_below in zip(figure.axes, (1e4, 1.0)):  # the methods' budgets differ by orders of magnitude
-        axes.set_xscale("symlog", linthresh=linear_below)
-    figure.savefig(out / "policy_baselines.png", dpi=100)
+    plot(curves, out / "policy_baselines.png")
     print(f"wrote {out / 'policy_baselines.json'}, {out / 'policy_baselines.md'} and {out / 'policy_baselines.png'}")
 
 

@@ -7,8 +7,11 @@
 # one tanh layer of 16 and pushes with 10 tanh(output) N (tisim.policy.closed_loop). Training runs 16 environments
 # side by side, window by window; each window's cost, back-propagated through the physics and the network in one
 # backward pass, gives the policy's gradient (tisim.tasks.train_policy). Two ways:
-#   apg   analytic policy gradients over windows of 80 steps (1.3 s), 800 iterations
-#   shac  SHAC: windows of 40 steps completed by a learned critic's value of where they end, 1000 iterations
+#   apg      analytic policy gradients over windows of 80 steps (1.3 s), 800 iterations
+#   shac     SHAC: windows of 40 steps completed by a learned critic's value of where they end, 1000 iterations
+#   refined  SHAC as above, then analytic policy gradients through whole episodes (240 steps, 8 environments,
+#            1500 iterations): once the policy holds the pole up, the closed loop is stable and the gradient through
+#            the whole episode stays well conditioned; it sees the whole cost where SHAC's sees its critic's estimate
 # Each runs for several seeds; the learning curves record the evaluation return (32 fixed starts) against
 # environment steps and wall-clock.
 # Then the trained policy meets what it was not trained on, a 20% heavier pole and a push of 5 N for 0.2 s while it
@@ -18,7 +21,7 @@
 # Writes out/policy_swingup.png (learning curves), out/policy_swingup.gif (policy | open-loop plan, heavier pole and
 # pushed) and out/policy_swingup.json (the curves and the robustness figures).
 #
-# Command: python demos/policy_swingup.py [--methods apg,shac] [--seeds 5] [--iterations N] [--out out]
+# Command: python demos/policy_swingup.py [--methods apg,refined] [--seeds 5] [--iterations N] [--out out]
 import argparse
 import json
 import pathlib
@@ -38,8 +41,11 @@ DT, EPISODE, FORCE = 1.0 / 60.0, 240, 10.0  # s, steps, N
 ENVIRONMENTS, HIDDEN = 16, (16,)  # environments trained side by side, the policy's hidden width
 # how each method trains: steps per window, iterations, Adam's step, the critic's discount (None: no critic)
 METHODS = {"apg": dict(window=80, iterations=800, lr=1e-2, gamma=None),
-           "shac": dict(window=40, iterations=1000, lr=5e-3, gamma=0.99)}
-LABELS = {"apg": "analytic policy gradients, windows of 80", "shac": "SHAC, windows of 40 and a critic"}
+           "shac": dict(window=40, iterations=1000, lr=5e-3, gamma=0.99),
+           "refined": dict(window=40, iterations=1000, lr=5e-3, gamma=0.99,
+                           whole_episodes=dict(environments=8, iterations=1500, lr=2e-3))}
+LABELS = {"apg": "analytic policy gradients, windows of 80", "shac": "SHAC, windows of 40 and a critic",
+          "refined": "SHAC, then whole episodes"}
 SCALE = np.array([1.0, 2.0, 1.0, 1.0, 5.0])  # typical sizes of (x, x_dot, sin, cos, theta_dot): the observation scale
 EVALUATION_STARTS, EVERY = 32, 50  # fixed starts of the evaluation, iterations between evaluations
 PUSH_STEP, PUSH_STEPS, PUSH = 150, 12, 5.0  # the push: at 2.5 s, for 0.2 s, 5 N
@@ -103,10 +109,12 @@ def pushes(batch):
 
 
 def train(seed, method="apg", iterations=None, evaluation=None, every=EVERY):
-    """Train one policy from seed by `method` (METHODS); returns (weights, curve): the curve's evaluation return
-    against environment steps and training seconds (the evaluations' own time left out)."""
+    """Train one policy from seed by `method` (METHODS; iterations, if given, replaces each stage's count); returns
+    (weights, curve): the curve's evaluation return against environment steps and training seconds (the evaluations'
+    own time left out); a refined run's curve goes on through its second stage, which starts at its entry
+    curve["refined_from"]."""
     settings = METHODS[method]
-    window, iterations = settings["window"], iterations or settings["iterations"]
+    window, chosen, iterations = settings["window"], iterations, iterations or settings["iterations"]
     sim = Swing(horizon=window, batch=ENVIRONMENTS, dt=DT, seed=seed)
     sim.set_params(obs_scale=SCALE)
     critic = None if settings["gamma"] is None else \
@@ -115,10 +123,10 @@ def train(seed, method="apg", iterations=None, evaluation=None, every=EVERY):
     curve = {"steps": [], "seconds": [], "return": [], "balanced": []}
     clock = {"start": time.perf_counter(), "paused": 0.0}
 
-    def record(iteration, weights):
+    def record(iteration, weights, steps_before=0, steps_per_iteration=window * ENVIRONMENTS):
         pause = time.perf_counter()
         value, share, _ = evaluation(weights)
-        curve["steps"].append(iteration * window * ENVIRONMENTS)
+        curve["steps"].append(steps_before + iteration * steps_per_iteration)
         curve["seconds"].append(pause - clock["start"] - clock["paused"])
         curve["return"].append(value)
         curve["balanced"].append(share)
@@ -130,6 +138,20 @@ def train(seed, method="apg", iterations=None, evaluation=None, every=EVERY):
                           seed=seed, callback=lambda i, w, loss: i % every == 0 and record(i, w))
     if iterations % every:
         record(iterations, result.values["w_policy"])
+    stage = settings.get("whole_episodes")
+    if stage is None:
+        return result.values["w_policy"], curve
+    # the second stage: the same policy through whole episodes, without the critic
+    curve["refined_from"] = len(curve["steps"]) - 1
+    before, count, per = curve["steps"][-1], chosen or stage["iterations"], EPISODE * stage["environments"]
+    whole = Swing(horizon=EPISODE, batch=stage["environments"], dt=DT, seed=seed,
+                  w_policy=result.values["w_policy"])
+    whole.set_params(obs_scale=SCALE)
+    result = train_policy(whole, running_cost(whole, EPISODE), reset, episode_steps=EPISODE, iterations=count,
+                          optimizer=tisim.optim.Adam(lr=stage["lr"]), seed=seed,
+                          callback=lambda i, w, loss: i % every == 0 and record(i, w, before, per))
+    if count % every:
+        record(count, result.values["w_policy"], before, per)
     return result.values["w_policy"], curve
 
 
@@ -201,14 +223,16 @@ def pictures(out, curves, figures):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=(
         "Train a closed-loop policy for the cart-pole swing-up through the simulator, by analytic policy gradients "
-        "over windows and by SHAC, over several seeds, and test the best on a heavier pole and a push against its "
-        "own forces replayed open-loop. Writes policy_swingup.png, .gif and .json."))
-    parser.add_argument("--methods", default="apg,shac",
+        "over windows, by SHAC and by SHAC refined through whole episodes, over several seeds, and test the best on "
+        "a heavier pole and a push against its own forces replayed open-loop. Writes policy_swingup.png, .gif and "
+        ".json."))
+    parser.add_argument("--methods", default="apg,refined",
                         help="comma-separated training methods: apg (windows of 80 steps), shac (windows of 40 and a "
-                             "critic); default both")
+                             "critic), refined (shac, then whole episodes); default apg,refined")
     parser.add_argument("--seeds", type=int, default=5, help="training runs per method, seeds 0..n-1 (default 5)")
     parser.add_argument("--iterations", type=int, default=None,
-                        help="training iterations per run (default: 800 for apg, 1000 for shac)")
+                        help="training iterations per run and stage (default: 800 for apg, 1000 for shac, "
+                             "1000 and 1500 for refined)")
     parser.add_argument("--out", default="out", help="folder for the pictures and the JSON (default out)")
     args = parser.parse_args(argv)
     methods = [m for m in args.methods.split(",") if m]
@@ -226,6 +250,10 @@ def main(argv=None):
             weights, curve = train(seed, method, args.iterations, evaluation)
             curves[method].append(curve)
             finals[method].append(weights)
+            if "refined_from" in curve:
+                k = curve["refined_from"]
+                print(f"{method} seed {seed}: after SHAC ({curve['steps'][k]:,} environment steps, "
+                      f"{curve['seconds'][k]:.1f} s) return {curve['return'][k]:.0f}")
             print(f"{method} seed {seed}: return {curve['return'][0]:.0f} -> {curve['return'][-1]:.0f} after "
                   f"{curve['steps'][-1]:,} environment steps ({curve['seconds'][-1]:.1f} s of training); balanced at "
                   f"the end in {100 * curve['balanced'][-1]:.0f}% of the 32 evaluation episodes")
