@@ -44,22 +44,33 @@ def test_a_ball_rests_on_the_ground_where_its_penalty_carries_its_weight():
 
 
 
-def spring_network_equilibrium(sheet, positions, centre, radius, M, k, kc, softness, m, g):
+def spring_network_equilibrium(sheet, positions, centre, radius, M, k, kc, softness, m, g, depth=None,
+                               moves=(0, 1, 2)):
     """The forces on a ball lying on a cloth, computed here in numpy: springs k (r - L) along each spring, weights,
     and the soft penalty kc s ln(1 + e^(d / s)) along the normal between the ball and each particle (d the depth).
     Newton's method (a numerical Jacobian), started from the given particle positions and ball centre, solves for
     the free particles and the ball where they balance; M None: a sphere held still at `centre` (the particles
-    alone are solved for). Returns (positions, centre, the largest force at the start, the largest at the
-    solution)."""
-    positions, held = np.array(positions, dtype=float), M is None
+    alone are solved for). depth(p, c) -> (d, n) per particle, if given, replaces the ball's (another shape about
+    the centre c); moves: the axes along which the centre is free (the others held, as by a slide joint). Returns
+    (positions, centre, the largest force at the start, the largest at the solution)."""
+    positions, held, moves = np.array(positions, dtype=float), M is None, list(moves)
+
+    def ball(p, c):
+        delta = p - c
+        distance = np.linalg.norm(delta, axis=1)
+        return radius - distance, delta / distance[:, None]
+
+    depth = depth or ball
     springs = sheet.springs
     rest = np.linalg.norm(sheet.particles[springs[:, 1]] - sheet.particles[springs[:, 0]], axis=1)
     free = np.setdiff1d(np.arange(len(positions)), sheet.pinned)
 
     def unpack(z):
-        p = positions.copy()
-        p[free] = (z if held else z[:-3]).reshape(-1, 3)
-        return p, (centre if held else z[-3:])
+        p, c = positions.copy(), np.array(centre, dtype=float)
+        p[free] = (z if held else z[:-len(moves)]).reshape(-1, 3)
+        if not held:
+            c[moves] = z[-len(moves):]
+        return p, c
 
     def residual(z):
         p, c = unpack(z)
@@ -70,13 +81,12 @@ def spring_network_equilibrium(sheet, positions, centre, radius, M, k, kc, softn
         pull = (k * (r - rest) / r)[:, None] * d
         np.add.at(force, springs[:, 0], pull)
         np.add.at(force, springs[:, 1], -pull)
-        delta = p - c
-        distance = np.linalg.norm(delta, axis=1)
-        push = (kc * softness * np.logaddexp(0.0, (radius - distance) / softness) / distance)[:, None] * delta
+        d, n = depth(p, c)
+        push = (kc * softness * np.logaddexp(0.0, d / softness))[:, None] * n
         particles = (force + push)[free].ravel()
-        return particles if held else np.concatenate([particles, -push.sum(axis=0) - [0.0, M * g, 0.0]])
+        return particles if held else np.concatenate([particles, (-push.sum(axis=0) - [0.0, M * g, 0.0])[moves]])
 
-    z = positions[free].ravel() if held else np.concatenate([positions[free].ravel(), centre])
+    z = positions[free].ravel() if held else np.concatenate([positions[free].ravel(), np.asarray(centre)[moves]])
     first = np.abs(residual(z)).max()
     for _ in range(30):
         f = residual(z)

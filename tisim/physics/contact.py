@@ -264,6 +264,8 @@ def disk_box(p, r, pb, angle, h):
 #     point_capsule(p, a, b, r)    the segment a..b widened by r: point_sphere about the segment's point nearest p
 #     point_box(p, c, h)           an axis-aligned box of half extents h:  d = min_k (h_k - |q_k|), q = p - c,
 #                                  n = sign(q_k) e_k along the axis of that minimum (the nearest face); d < 0 outside
+#     point_turned_box(p, c, A, h) a box whose axes are A's columns: point_box in the box's frame, q = A^T (p - c),
+#                                  its normal turned back, A n
 # Non-smooth: the contact switch d = 0, and the box's nearest-face switch.
 #
 # For passes that are never differentiated (a fused forward pass, a hand-written reverse), `touching(d, s)` says
@@ -418,3 +420,34 @@ def point_box_reverse(p, c, h, d_bar):
     d = depth.min()
     h_bar = ti.Vector([first_minimum(depth, d, k) * d_bar for k in ti.static(range(p.n))])
     return -h_bar * ti.Vector([ti.select(q[k] >= 0.0, 1.0, -1.0) for k in ti.static(range(p.n))]), h_bar
+
+
+@ti.func
+def point_turned_box(p, c, axes, h):
+    """(depth, normal) of a point p against a box centred at c with half extents h along the columns of axes (a
+    rotation): point_box in the box's own frame, the normal turned back into the world."""
+    d, n = point_box(turned_back(axes, p - c), ti.Vector.zero(float, 3), h)
+    return d, turned(axes, n)
+
+
+# A @ v and A^T v built whole, not by Taichi's matrix product, whose entry-by-entry stores made Taichi 1.7's reverse
+# pass warn "Loading variable ... before anything is stored" (see point_box)
+@ti.func
+def turned(axes, v):
+    return ti.Vector([axes[i, 0] * v[0] + axes[i, 1] * v[1] + axes[i, 2] * v[2] for i in ti.static(range(3))])
+
+
+@ti.func
+def turned_back(axes, v):
+    return ti.Vector([axes[0, i] * v[0] + axes[1, i] * v[1] + axes[2, i] * v[2] for i in ti.static(range(3))])
+
+
+@ti.func
+def point_turned_box_reverse(p, c, axes, h, d_bar, n_bar):
+    """The reverse of point_turned_box: (dL/dp, dL/daxes) from dL/dd and dL/dn (dL/dc = -dL/dp; h is a constant
+    here)."""
+    q = turned_back(axes, p - c)
+    _, n = point_box(q, ti.Vector.zero(float, 3), h)
+    q_bar, _ = point_box_reverse(q, ti.Vector.zero(float, 3), h, d_bar)
+    # q = A^T (p - c): dL/dp = A dL/dq, dL/dA = (p - c) dL/dq^T; the world normal A n: dL/dA += dL/dn n^T
+    return turned(axes, q_bar), (p - c).outer_product(q_bar) + n_bar.outer_product(n)

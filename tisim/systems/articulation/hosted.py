@@ -4,8 +4,9 @@
 The host's world has y up; the tree's, z up (MuJoCo's): a point (x, y, z) of the tree is at (x, z, -y) in the host's
 world, a turn of the axes (no mirror; tisim.viz.bodies draws trees the same way), so an MJCF file needs no change.
 One gravity acts on both: the host's g, down its y, which is the tree's -z. The tree's spheres and capsules are what
-touches the host's body: each is a segment a..b (a sphere's a = b) widened by a radius. A phase `links` writes, per
-shape, its axis's ends and its body's spatial velocity (w, v: a point y of the body moves at v + w x y) in the host's
+touches the host's body, each a segment a..b (a sphere's a = b) widened by a radius, and its boxes where the host
+says so (BOXES: Handling's), each its centre and its axes. A phase `links` writes, per shape, its axis's ends (a
+box's axes too) and its body's spatial velocity (w, v: a point y of the body moves at v + w x y) in the host's
 world into scratch; the host's phases read them and sum each shape's reaction, the force and its moment about the
 origin; a phase `arm` steps the tree with the reactions as external forces held over the step. Both are
 differentiated by Taichi's reverse mode (the tree's step is straight-line code).
@@ -27,7 +28,7 @@ from tisim.systems.articulation.system import (
     tree_defaults,
     tree_params,
 )
-from tisim.systems.articulation.tree import BALL, CAPSULE, FREE, SPHERE, reference_coordinates
+from tisim.systems.articulation.tree import BALL, BOX, CAPSULE, FREE, SPHERE, reference_coordinates
 
 SIZES = ("n_bodies", "n_joints", "n_coordinates", "n_dofs", "n_motors", "n_geoms", "n_shapes", "n_trees")
 DERIVED = {name: "it follows from the tree (tree=)" for name in SIZES}
@@ -40,7 +41,9 @@ SCRATCH = tuple(Scratch(name, unit, meaning, shape=("n_shapes", "dim"), keep=kee
     ("shape_drift", "m/s", "velocity of each shape's body's point at the origin", True),
     ("shape_force", "N", "sum of the body's pushes on each shape", True),
     ("shape_moment", "N m", "their moment about the origin (about each shape's body's origin where the tree is met "
-     "ahead: Kneading)", True)))
+     "ahead: Kneading)", True))) + (
+    Scratch("shape_axes", "-", "each box's axes, as columns, in the host's world (boxes only)",
+            shape=("n_shapes", "dim", "dim"), keep=True),)
 # where the tree is met after its free step (Kneading): where each shape's body is then and now, and its turn since
 AHEAD = (Scratch("shape_pivot", "m", "origin of each shape's body after the tree's free step",
                  shape=("n_shapes", "dim")),
@@ -63,17 +66,24 @@ def tree_quantities(host):
                  for q in Articulation.PARAMS if q.name not in shared_with(host))
 
 
-def shapes_of(tree):
-    """((body, a, b, radius, geom), ...): each sphere and capsule of a moving body as a segment a..b (body frame;
-    a = b for a sphere) widened by a radius."""
+def shapes_of(tree, boxes=False):
+    """((body, a, b, radius, geom, box), ...): each sphere and capsule of a moving body as a segment a..b (body
+    frame; a = b for a sphere) widened by a radius, box None; with boxes, each box too, as its centre (a = b,
+    radius 0) and box = (half extents, its axes in the body's frame as rows of a rotation)."""
     out = []
     for g, kind in enumerate(tree.geom_type):
         body = int(tree.geom_body[g])
-        if kind not in (SPHERE, CAPSULE) or body == 0:
+        if kind not in ((SPHERE, CAPSULE, BOX) if boxes else (SPHERE, CAPSULE)) or body == 0:
             continue
         size, centre = tree.geom_size[g], np.asarray(tree.geom_pos[g], float)
-        half = np.array(quat_matrix(tree.geom_quat[g]))[:, 2] * (size[1] if kind == CAPSULE else 0.0)
-        out.append((body, tuple(map(float, centre - half)), tuple(map(float, centre + half)), float(size[0]), g))
+        turn = np.array(quat_matrix(tree.geom_quat[g]))
+        if kind == BOX:
+            box = (tuple(map(float, size[:3])), tuple(tuple(map(float, row)) for row in turn))
+            out.append((body, tuple(map(float, centre)), tuple(map(float, centre)), 0.0, g, box))
+            continue
+        half = turn[:, 2] * (size[1] if kind == CAPSULE else 0.0)
+        out.append((body, tuple(map(float, centre - half)), tuple(map(float, centre + half)), float(size[0]), g,
+                    None))
     return tuple(out)
 
 
@@ -97,13 +107,16 @@ class HostedTree:
     """Mixin of a system that hosts a tree (the module's docstring). The host calls take_tree_of before its own
     __init__ (its sizes go to the engine) and set_tree_defaults after; its parameter g is the gravity."""
 
+    BOXES = False  # whether the tree's boxes touch the host's body too
+
     def take_tree_of(self, owner, tree, ignore, default):
         """The tree's structural sizes, the tree kept as self.tree and its touching shapes as self.shapes."""
         self.tree = tree = take_tree(owner, tree, ignore, default)
-        self.shapes = shapes_of(tree)
+        self.shapes = shapes_of(tree, self.BOXES)
         if not self.shapes:
-            raise ValueError(f"{owner}: the tree {tree.name!r} has no sphere or capsule on a moving body to touch "
-                             "the body with")
+            kinds = "sphere, capsule or box" if self.BOXES else "sphere or capsule"
+            raise ValueError(f"{owner}: the tree {tree.name!r} has no {kinds} on a moving body to touch the body "
+                             "with")
         structure = dynamics.structure_of(tree)
         return dict(n_bodies=len(tree.parent) - 1, n_joints=len(tree.joint_type),
                     n_coordinates=structure.n_coordinates, n_dofs=structure.n_dofs,
@@ -120,7 +133,8 @@ class HostedTree:
             self.set_initial_state(q=reference_coordinates(self.tree))
 
     def tree_topology(self):
-        return dict(structure=dynamics.structure_of(self.tree), shapes=self.shapes)
+        return dict(structure=dynamics.structure_of(self.tree), shapes=self.shapes,
+                    is_box=tuple(shape[5] is not None for shape in self.shapes))
 
     def tree_state(self, s):
         """(q, qd, ctrl, parameters) at step t, as scalars for the dynamics (called at compile time)."""
@@ -142,10 +156,13 @@ class HostedTree:
             q, qd = [bind(value) for value in q], [bind(value) for value in qd]
         R, x, S = dynamics.kinematics(self.structure, p, q, TAICHI)
         velocity = dynamics.body_velocities(self.structure, qd, S, TAICHI)
-        for k, (body, start, end, _, _) in enumerate(self.shapes):
+        for k, (body, start, end, _, _, box) in enumerate(self.shapes):
             spin, drift = velocity[body]
             s.accumulate("shape_start", k, to_host(add(x[body], matvec(R[body], start))))
             s.accumulate("shape_end", k, to_host(add(x[body], matvec(R[body], end))))
+            if box is not None:  # the box's axes in the tree's world, then each column turned into the host's
+                axes = matmul(R[body], box[1])
+                s.accumulate("shape_axes", k, ti.Matrix([list(axes[0]), list(axes[2]), [-a for a in axes[1]]]))
             s.accumulate("shape_spin", k, to_host(spin))
             s.accumulate("shape_drift", k, to_host(drift))
             if ahead:

@@ -1,14 +1,16 @@
 """A mass-spring body (a cloth, a soft block) and an articulated robot that touch each other, both ways.
 
 The robot is an Articulation's tree (tisim/systems/articulation: from MJCF or the Builder), stepped by the same
-dynamics; the body is MassSpring's, without actuators. Every sphere and capsule of the robot's moving bodies touches
-the particles by the body's own contact law (tisim/physics/contact.py's point_contact: the penalty kc with its
+dynamics; the body is MassSpring's, without actuators. Every sphere, capsule and box of the robot's moving bodies
+touches the particles by the body's own contact law (tisim/physics/contact.py's point_contact: the penalty kc with its
 softness, the damping kd while compressing, regularized Coulomb friction over eps with the geom's geom_friction),
-at the particle's depth in the shape, on its velocity relative to the shape's material point where it is. The
+at the particle's depth in the shape (a box's: below its nearest face, point_turned_box), on its velocity relative
+to the shape's material point where it is. The
 force on a particle at y acts back on the shape's body as -f at y, so the pair conserves momentum and angular
 momentum. A step has five phases:
 
-    links       the shapes' axes (capsule ends a, b; a sphere's centre twice) and their bodies' spatial velocities
+    links       the shapes' axes (capsule ends a, b; a sphere's or a box's centre twice, a box's axes too) and
+                their bodies' spatial velocities
                 (w, v: a point y of the body moves at v + w x y) in the world, from q and qd by forward kinematics
     springs, particles, balls    MassSpring's; the particle phase adds each shape's push and sums its reaction,
                 the force and its moment about the origin, per shape
@@ -23,8 +25,9 @@ Frames and gravity are tisim/systems/articulation/hosted.py's: the tree's (x, y,
 g pulls both down the body's y. The step is the body's (dt, default 0.5 ms; the MJCF timestep is not read): it must
 resolve the stiffest of the springs, the contact penalty and the tree.
 
-Limits: boxes of the tree do not touch the body (spheres and capsules do); the tree's contacts with its own planes
-and between its shapes work as an Articulation's, with its contact_* parameters.
+Limits: a particle touches a box by the depth below the box's nearest face, exact inside and beside a face, less
+than the distance near an edge or a corner outside (a soft contact's reach there is shorter); the tree's contacts
+with its own planes and between its shapes work as an Articulation's, with its contact_* parameters.
 """
 import os
 
@@ -32,7 +35,15 @@ import numpy as np
 import taichi as ti
 
 from tisim.core.model import check_derived, check_run
-from tisim.physics.contact import point_capsule, point_capsule_reverse, point_contact, point_contact_reverse, touching
+from tisim.physics.contact import (
+    point_capsule,
+    point_capsule_reverse,
+    point_contact,
+    point_contact_reverse,
+    point_turned_box,
+    point_turned_box_reverse,
+    touching,
+)
 from tisim.systems.articulation import hosted
 from tisim.systems.articulation.builder import Builder
 from tisim.systems.mass_spring.robots import Robot, cloth
@@ -57,9 +68,10 @@ def finger():
 class Handling(hosted.HostedTree, MassSpring):
     """A mass-spring body without actuators (robot=: default a 10 x 10 cloth, 3 cm apart, pinned at its corners
     0.3 m up) and an articulated tree (tree=: a Tree or an MJCF file path, ignore= as Articulation's; default a rod
-    hinged above the cloth, falling onto it) whose spheres and capsules touch the body both ways. The state is the
-    body's and the tree's (q, qd); the actions drive the tree's motors (ctrl, shape (T, n_motors)); the parameters
-    are the body's and the tree's (but one gravity g). The module's docstring gives the step and its frames."""
+    hinged above the cloth, falling onto it) whose spheres, capsules and boxes touch the body both ways. The state is
+    the body's and the tree's (q, qd); the actions drive the tree's motors (ctrl, shape (T, n_motors)); the
+    parameters are the body's and the tree's (but one gravity g). The module's docstring gives the step and its
+    frames."""
 
     PARAMS = MassSpring.PARAMS + hosted.tree_quantities(MassSpring)
     STATE = MassSpring.STATE + hosted.STATE
@@ -68,6 +80,7 @@ class Handling(hosted.HostedTree, MassSpring):
     SCRATCH = MassSpring.SCRATCH + hosted.SCRATCH
     PHASES = (("links", "n_trees"),) + MassSpring.PHASES + (("arm", "n_trees"),)
     FUSED = dict(MassSpring.FUSED, arm=("arm_fused", "n_trees"))
+    BOXES = True
 
     def __init__(self, horizon, batch=1, dt=None, robot=None, tree=None, ignore=(), **values):
         check_run("Handling", horizon, batch, dt)
@@ -95,10 +108,21 @@ class Handling(hosted.HostedTree, MassSpring):
 
     # ---- the shapes' pushes on the particles, and back -------------------------------------------------------------
     @ti.func
+    def shape_depth(self, s: ti.template(), p, k: ti.template()):
+        """(depth, normal) of a particle at p against shape k: a sphere or capsule, or a box."""
+        radius, box, capsule = ti.static(self.shapes[k][3], self.shapes[k][5], not self.is_box[k])
+        d, n = 0.0, ti.Vector.zero(float, 3)
+        if ti.static(capsule):
+            d, n = point_capsule(p, s.scratch("shape_start", k), s.scratch("shape_end", k), radius)
+        else:
+            d, n = point_turned_box(p, s.scratch("shape_start", k), s.scratch("shape_axes", k), ti.Vector(box[0]))
+        return d, n
+
+    @ti.func
     def shape_push(self, s: ti.template(), p, v, k: ti.template(), branch: ti.template()):
         """The push of shape k on a particle at p moving at v (branch: as MassSpring.contact)."""
-        radius, geom = ti.static(self.shapes[k][3], self.shapes[k][4])
-        d, n = point_capsule(p, s.scratch("shape_start", k), s.scratch("shape_end", k), radius)
+        geom = ti.static(self.shapes[k][4])
+        d, n = self.shape_depth(s, p, k)
         slip = v - s.scratch("shape_drift", k) - s.scratch("shape_spin", k).cross(p)
         kc, kd, soft, eps = s.param("kc"), s.param("kd"), s.param("softness"), s.param("eps")
         f = ti.Vector.zero(float, 3)
@@ -124,9 +148,9 @@ class Handling(hosted.HostedTree, MassSpring):
         p_bar, v_bar = MassSpring.pushes_reverse(self, s, bar, p, v, f_bar)
         kc, kd, soft, eps = s.param("kc"), s.param("kd"), s.param("softness"), s.param("eps")
         for k in ti.static(range(self.n_shapes)):
-            radius, geom = ti.static(self.shapes[k][3], self.shapes[k][4])
+            radius, geom, box, capsule = ti.static(*self.shapes[k][3:], not self.is_box[k])
             a, b = s.scratch("shape_start", k), s.scratch("shape_end", k)
-            d, n = point_capsule(p, a, b, radius)
+            d, n = self.shape_depth(s, p, k)
             if touching(d, soft):
                 spin = s.scratch("shape_spin", k)
                 slip = v - s.scratch("shape_drift", k) - spin.cross(p)
@@ -136,11 +160,18 @@ class Handling(hosted.HostedTree, MassSpring):
                 moment_bar = bar.scratch("shape_moment", k)
                 push_bar = f_bar - bar.scratch("shape_force", k) - moment_bar.cross(p)
                 d_bar, n_bar, slip_bar, law_bar = point_contact_reverse(d, n, slip, kc, kd, soft, mu, eps, push_bar)
-                dp, da, db = point_capsule_reverse(p, a, b, d_bar, n_bar)
+                dp = ti.Vector.zero(float, 3)
+                if ti.static(capsule):
+                    dp, da, db = point_capsule_reverse(p, a, b, d_bar, n_bar)
+                    bar.accumulate("shape_start", k, da)
+                    bar.accumulate("shape_end", k, db)
+                else:
+                    dp, axes_bar = point_turned_box_reverse(p, a, s.scratch("shape_axes", k), ti.Vector(box[0]),
+                                                            d_bar, n_bar)
+                    bar.accumulate("shape_start", k, -dp)
+                    bar.accumulate("shape_axes", k, axes_bar)
                 p_bar += dp - push.cross(moment_bar) + spin.cross(slip_bar)
                 v_bar += slip_bar
-                bar.accumulate("shape_start", k, da)
-                bar.accumulate("shape_end", k, db)
                 bar.accumulate("shape_drift", k, -slip_bar)
                 bar.accumulate("shape_spin", k, -p.cross(slip_bar))
                 bar.add_param("geom_friction", geom, law_bar[3])
