@@ -3,10 +3,10 @@
 
 The host's world has y up; the tree's, z up (MuJoCo's): a point (x, y, z) of the tree is at (x, z, -y) in the host's
 world, a turn of the axes (no mirror; tisim.viz.bodies draws trees the same way), so an MJCF file needs no change.
-One gravity acts on both: the host's g, down its y, which is the tree's -z. The tree's spheres and capsules are what
-touches the host's body, each a segment a..b (a sphere's a = b) widened by a radius, and its boxes where the host
-says so (BOXES: Handling's), each its centre and its axes. A phase `links` writes, per shape, its axis's ends (a
-box's axes too) and its body's spatial velocity (w, v: a point y of the body moves at v + w x y) in the host's
+One gravity acts on both: the host's g, down its y, which is the tree's -z. The tree's spheres, capsules and boxes
+are what touches the host's body: a sphere or capsule as a segment a..b (a sphere's a = b) widened by a radius, a
+box as its centre and its axes. A phase `links` writes, per shape, its axis's ends (a box's axes too) and its
+body's spatial velocity (w, v: a point y of the body moves at v + w x y) in the host's
 world into scratch; the host's phases read them and sum each shape's reaction, the force and its moment about the
 origin; a phase `arm` steps the tree with the reactions as external forces held over the step. Both are
 differentiated by Taichi's reverse mode (the tree's step is straight-line code).
@@ -66,14 +66,14 @@ def tree_quantities(host):
                  for q in Articulation.PARAMS if q.name not in shared_with(host))
 
 
-def shapes_of(tree, boxes=False):
+def shapes_of(tree):
     """((body, a, b, radius, geom, box), ...): each sphere and capsule of a moving body as a segment a..b (body
-    frame; a = b for a sphere) widened by a radius, box None; with boxes, each box too, as its centre (a = b,
-    radius 0) and box = (half extents, its axes in the body's frame as rows of a rotation)."""
+    frame; a = b for a sphere) widened by a radius, box None; each box as its centre (a = b, radius 0) and box =
+    (half extents, its axes in the body's frame as rows of a rotation)."""
     out = []
     for g, kind in enumerate(tree.geom_type):
         body = int(tree.geom_body[g])
-        if kind not in ((SPHERE, CAPSULE, BOX) if boxes else (SPHERE, CAPSULE)) or body == 0:
+        if kind not in (SPHERE, CAPSULE, BOX) or body == 0:
             continue
         size, centre = tree.geom_size[g], np.asarray(tree.geom_pos[g], float)
         turn = np.array(quat_matrix(tree.geom_quat[g]))
@@ -107,16 +107,13 @@ class HostedTree:
     """Mixin of a system that hosts a tree (the module's docstring). The host calls take_tree_of before its own
     __init__ (its sizes go to the engine) and set_tree_defaults after; its parameter g is the gravity."""
 
-    BOXES = False  # whether the tree's boxes touch the host's body too
-
     def take_tree_of(self, owner, tree, ignore, default):
         """The tree's structural sizes, the tree kept as self.tree and its touching shapes as self.shapes."""
         self.tree = tree = take_tree(owner, tree, ignore, default)
-        self.shapes = shapes_of(tree, self.BOXES)
+        self.shapes = shapes_of(tree)
         if not self.shapes:
-            kinds = "sphere, capsule or box" if self.BOXES else "sphere or capsule"
-            raise ValueError(f"{owner}: the tree {tree.name!r} has no {kinds} on a moving body to touch the body "
-                             "with")
+            raise ValueError(f"{owner}: the tree {tree.name!r} has no sphere, capsule or box on a moving body to "
+                             "touch the body with")
         structure = dynamics.structure_of(tree)
         return dict(n_bodies=len(tree.parent) - 1, n_joints=len(tree.joint_type),
                     n_coordinates=structure.n_coordinates, n_dofs=structure.n_dofs,

@@ -80,7 +80,6 @@ class Handling(hosted.HostedTree, MassSpring):
     SCRATCH = MassSpring.SCRATCH + hosted.SCRATCH
     PHASES = (("links", "n_trees"),) + MassSpring.PHASES + (("arm", "n_trees"),)
     FUSED = dict(MassSpring.FUSED, arm=("arm_fused", "n_trees"))
-    BOXES = True
 
     def __init__(self, horizon, batch=1, dt=None, robot=None, tree=None, ignore=(), **values):
         check_run("Handling", horizon, batch, dt)

@@ -2,11 +2,12 @@
 
 The robot is an Articulation's tree (from MJCF or the Builder), its frames and gravity hosted as
 tisim/systems/articulation/hosted.py says (the tree's (x, y, z) is the material's (x, z, -y)); the material is
-MPM's, without actuators. Every sphere and capsule of the tree's moving bodies acts on the grid as Coupled's free
-tools do (tisim/systems/mpm/tools.py's push: a cell moving into the shape loses its normal velocity relative to the
-shape and keeps what Coulomb's law leaves of the tangential one, the shape's reach fading over shape_softness
-outside its surface), with the geom's geom_friction, at the velocity of the shape's material point at the cell's
-node (v + w x node). The momentum each cell gains, m_i (v' - v), is taken from the shape's body, at the node:
+MPM's, without actuators. Every sphere, capsule and box of the tree's moving bodies acts on the grid as Coupled's
+free tools do (a box by its signed distance in its own frame, turned with its body; tisim/systems/mpm/tools.py's
+push: a cell moving into the shape loses its normal velocity relative to the shape and keeps what Coulomb's law
+leaves of the tangential one, the shape's reach fading over shape_softness outside its surface), with the geom's
+geom_friction, at the velocity of the shape's material point at the cell's node (v + w x node). The momentum each
+cell gains, m_i (v' - v), is taken from the shape's body, at the node:
 
     links    the tree's step without the material (its motors, weight and own contacts) gives (q*, qd*); the shapes'
              axes and their bodies' velocities there go to scratch: the material meets the tree where that step
@@ -17,12 +18,13 @@ node (v + w x node). The momentum each cell gains, m_i (v' - v), is taken from t
     arm      the tree's step again, the reactions held over it as external forces J / dt: qd' = qd* + M^-1 S^T J
     gather   MPM's
 
-so a free sphere steps exactly as Coupled's free sphere tool (tests/test_mpm_kneading.py holds them together). The
+so a free sphere, or a box that does not turn, steps exactly as Coupled's free tool of its shape
+(tests/test_mpm_kneading.py holds them together). The
 material's momentum changes by what the tree loses. The grid's reverse is written by hand (the shapes' pushes and
 reactions); links and arm are Taichi's reverse mode, so the backward pass launches per step.
 
 Limits: as Coupled's (the coupling is staggered; a resting contact settles where the reach fades over about a cell,
-the default shape_softness); boxes of the tree do not touch the material.
+the default shape_softness).
 """
 import numpy as np
 import taichi as ti
@@ -52,7 +54,7 @@ def dropped_ball():
 class Kneading(hosted.HostedTree, MPM):
     """A 3D body of MPM material without actuators (body=: default a jelly block 0.2 x 0.1 x 0.2 m on the floor of
     a 16-cell grid) and an articulated tree (tree=: a Tree or an MJCF file path, ignore= as Articulation's; default
-    a free steel ball dropped onto the block) whose spheres and capsules push the material and are pushed back.
+    a free steel ball dropped onto the block) whose spheres, capsules and boxes push the material and are pushed back.
     The state is the material's and the tree's (q, qd); the actions drive the tree's motors (ctrl, shape (T,
     n_motors)); the parameters are the material's and the tree's (but one gravity, g). The module's docstring
     gives the step."""
@@ -111,10 +113,15 @@ class Kneading(hosted.HostedTree, MPM):
     @ti.func
     def shape_at(self, s: ti.template(), c, k: ti.template()):
         """(phi, n, u) of shape k at cell c's node: its signed distance, outward normal and material velocity."""
-        radius = ti.static(self.shapes[k][3])
+        radius, box = ti.static(self.shapes[k][3], self.shapes[k][5])
         x = self.node(c)
-        depth, n = point_capsule(x, s.scratch("shape_start", k), s.scratch("shape_end", k), radius)
-        return -depth, n, s.scratch("shape_drift", k) + s.scratch("shape_spin", k).cross(x)
+        phi, n = 0.0, ti.Vector.zero(float, 3)
+        if ti.static(self.is_box[k]):
+            phi, n = laws.turned_box(x - s.scratch("shape_start", k), s.scratch("shape_axes", k), ti.Vector(box[0]))
+        else:
+            depth, normal = point_capsule(x, s.scratch("shape_start", k), s.scratch("shape_end", k), radius)
+            phi, n = -depth, normal
+        return phi, n, s.scratch("shape_drift", k) + s.scratch("shape_spin", k).cross(x)
 
     @ti.func
     def pushed(self, s: ti.template(), c, v, shapes: ti.template()):
@@ -151,23 +158,28 @@ class Kneading(hosted.HostedTree, MPM):
             softness = s.param("shape_softness")
             for j in ti.static(range(self.n_shapes - 1, -1, -1)):
                 v = self.pushed(s, c, walled, j)  # before shape j, as the grid computes it
-                radius, geom = ti.static(self.shapes[j][3], self.shapes[j][4])
+                radius, geom, box = ti.static(*self.shapes[j][3:])
                 a, b = s.scratch("shape_start", j), s.scratch("shape_end", j)
-                depth, n = point_capsule(x, a, b, radius)
-                u = s.scratch("shape_drift", j) + s.scratch("shape_spin", j).cross(x)
+                phi, n, u = self.shape_at(s, c, j)
                 mu = s.param("geom_friction", geom)
                 # the impulse m (v - after) / dt enters the shape's force, and (x - pivot) cross it its moment
                 arm, moment_bar = x - s.scratch("shape_pivot", j), bar.scratch("shape_moment", j)
                 impulse_bar = (bar.scratch("shape_force", j) + moment_bar.cross(arm)) / s.dt
-                change = v - laws.push(v, u, -depth, n, mu, softness)
+                change = v - laws.push(v, u, phi, n, mu, softness)
                 m_bar += impulse_bar.dot(change)
                 bar.accumulate("shape_pivot", j, -m * change.cross(moment_bar) / s.dt)
                 v_bar_in, u_bar, phi_bar, n_bar, mu_bar, softness_bar = laws.push_reverse(
-                    v, u, -depth, n, mu, softness, v_bar - m * impulse_bar)
+                    v, u, phi, n, mu, softness, v_bar - m * impulse_bar)
                 v_bar = v_bar_in + m * impulse_bar
-                _, a_bar, b_bar = point_capsule_reverse(x, a, b, -phi_bar, n_bar)
-                bar.accumulate("shape_start", j, a_bar)
-                bar.accumulate("shape_end", j, b_bar)
+                if ti.static(self.is_box[j]):
+                    offset_bar, axes_bar = laws.turned_box_reverse(x - a, s.scratch("shape_axes", j),
+                                                                   ti.Vector(box[0]), phi_bar, n_bar)
+                    bar.accumulate("shape_start", j, -offset_bar)
+                    bar.accumulate("shape_axes", j, axes_bar)
+                else:
+                    _, a_bar, b_bar = point_capsule_reverse(x, a, b, -phi_bar, n_bar)
+                    bar.accumulate("shape_start", j, a_bar)
+                    bar.accumulate("shape_end", j, b_bar)
                 bar.accumulate("shape_drift", j, u_bar)
                 bar.accumulate("shape_spin", j, x.cross(u_bar))
                 bar.add_param("geom_friction", geom, mu_bar)

@@ -29,6 +29,7 @@ import numpy as np
 import taichi as ti
 
 from tisim.core.quantities import Quantity
+from tisim.physics.contact import turned, turned_back
 
 
 @dataclass
@@ -200,6 +201,24 @@ def rounded_box_reverse(d, half, phi_bar, n_bar):
             deepest = ti.max(q[k], deepest)
         q_bar = phi_bar * ti.Vector([ti.select(k == axis, 1.0, 0.0) for k in ti.static(range(d.n))])
     return sign * q_bar, -q_bar
+
+
+@ti.func
+def turned_box(d, axes, half):
+    """(phi, n) of a box whose axes are the columns of `axes` (a rotation), at offset d from its centre in the world:
+    rounded_box in the box's frame (no rounding), the normal turned back into the world."""
+    phi, n = rounded_box(turned_back(axes, d), half, 0.0)
+    return phi, turned(axes, n)
+
+
+@ti.func
+def turned_box_reverse(d, axes, half, phi_bar, n_bar):
+    """(d_bar, axes_bar) of turned_box(d, axes, half) given phi_bar and n_bar."""
+    local = turned_back(axes, d)
+    _, n = rounded_box(local, half, 0.0)
+    local_bar, _ = rounded_box_reverse(local, half, phi_bar, turned_back(axes, n_bar))
+    # local = A^T d: d_bar = A local_bar, A_bar = d local_bar^T; the world normal A n: A_bar += n_bar n^T
+    return turned(axes, local_bar), d.outer_product(local_bar) + n_bar.outer_product(n)
 
 
 @ti.func
