@@ -32,6 +32,23 @@ def free_body(shape, mass, at, friction=0.0):
     return b.build()
 
 
+def assert_steps_as_coupleds_free_tool(body, shape, tool, start, velocity):
+    """A frictionless 2 kg free body of the given shape and Coupled's free tool of the same shape and mass, thrown
+    from start at velocity into the body of material: the body's centre and the tool's, and every point, agree to
+    rounding; the body does not turn; the material slows it."""
+    common = dict(horizon=150, body=body, n_grid=GRID, material="neo_hookean", E=3e3)
+    ours = Kneading(tree=free_body(shape, 2.0, start), shape_softness=1.0 / GRID, **common)
+    ours.set_initial_state(qd=np.concatenate([TO_BODY.T @ velocity, np.zeros(3)]))
+    theirs = Coupled(tools=[tool], tool_mass=[2.0], **common)
+    theirs.set_initial_state(tool_vel=[velocity])
+    a, b = ours.rollout(), theirs.rollout()
+    centre = np.einsum("jk,tk->tj", TO_BODY, a["q"][0, :, :3])
+    assert -0.5 < b["tool_vel"][0, -1, 0, 1] < 0.1  # the block slowed it
+    np.testing.assert_allclose(centre, b["tool_pos"][0, :, 0], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(a["pos"], b["pos"], rtol=0, atol=1e-12)
+    assert np.abs(a["qd"][0, :, 3:]).max() < 1e-9  # it did not turn
+
+
 def test_a_free_ball_steps_as_coupleds_free_tool():
     """A frictionless 2 kg ball thrown down into a jelly block: its pushes pass through its centre, so it does not
     turn, and Kneading's step (the tree's free step, the push at the velocity it gives, the impulse back as a force
@@ -39,18 +56,8 @@ def test_a_free_ball_steps_as_coupleds_free_tool():
     J / M): the points and the ball agree to rounding while the ball sinks in and is slowed."""
     base = BAND / GRID
     body = Body.box([0.4, base, 0.4], [0.6, base + 0.1, 0.6], 0.5 / GRID)
-    start, velocity = np.array([0.5, base + 0.14, 0.48]), np.array([0.3, -1.0, 0.1])
-    common = dict(horizon=150, body=body, n_grid=GRID, material="neo_hookean", E=3e3)
-    ours = Kneading(tree=free_body(0.03, 2.0, start), shape_softness=1.0 / GRID, **common)
-    ours.set_initial_state(qd=np.concatenate([TO_BODY.T @ velocity, np.zeros(3)]))
-    theirs = Coupled(tools=[Tool.sphere(start, 0.03)], tool_mass=[2.0], **common)
-    theirs.set_initial_state(tool_vel=[velocity])
-    a, b = ours.rollout(), theirs.rollout()
-    centre = np.einsum("jk,tk->tj", TO_BODY, a["q"][0, :, :3])
-    assert -0.5 < b["tool_vel"][0, -1, 0, 1] < 0.1  # the block slowed the ball
-    np.testing.assert_allclose(centre, b["tool_pos"][0, :, 0], rtol=0, atol=1e-12)
-    np.testing.assert_allclose(a["pos"], b["pos"], rtol=0, atol=1e-12)
-    assert np.abs(a["qd"][0, :, 3:]).max() < 1e-9  # it did not turn
+    start = np.array([0.5, base + 0.14, 0.48])
+    assert_steps_as_coupleds_free_tool(body, 0.03, Tool.sphere(start, 0.03), start, np.array([0.3, -1.0, 0.1]))
 
 
 def test_a_free_box_pressed_square_on_steps_as_coupleds_free_tool():
@@ -60,18 +67,8 @@ def test_a_free_box_pressed_square_on_steps_as_coupleds_free_tool():
     base = BAND / GRID
     # 7 x 7 points a column, mirror images about x = z = 0.5, a node, where the box's centre is: the pushes balance
     body = Body.box([0.390625, base, 0.390625], [0.609375, base + 0.1, 0.609375], 0.5 / GRID)
-    start, velocity = np.array([0.5, base + 0.14, 0.5]), np.array([0.0, -1.0, 0.0])
-    common = dict(horizon=150, body=body, n_grid=GRID, material="neo_hookean", E=3e3)
-    ours = Kneading(tree=free_body("box", 2.0, start), shape_softness=1.0 / GRID, **common)
-    ours.set_initial_state(qd=np.concatenate([TO_BODY.T @ velocity, np.zeros(3)]))
-    theirs = Coupled(tools=[Tool.box(start, BOX_HALF)], tool_mass=[2.0], **common)
-    theirs.set_initial_state(tool_vel=[velocity])
-    a, b = ours.rollout(), theirs.rollout()
-    centre = np.einsum("jk,tk->tj", TO_BODY, a["q"][0, :, :3])
-    assert -0.5 < b["tool_vel"][0, -1, 0, 1] < 0.1  # the block slowed the box
-    np.testing.assert_allclose(centre, b["tool_pos"][0, :, 0], rtol=0, atol=1e-12)
-    np.testing.assert_allclose(a["pos"], b["pos"], rtol=0, atol=1e-12)
-    assert np.abs(a["qd"][0, :, 3:]).max() < 1e-9  # it did not turn
+    start = np.array([0.5, base + 0.14, 0.5])
+    assert_steps_as_coupleds_free_tool(body, "box", Tool.box(start, BOX_HALF), start, np.array([0.0, -1.0, 0.0]))
 
 
 @pytest.mark.parametrize("shape", ["capsule", "turned box"])
