@@ -5,9 +5,8 @@ dynamics; the body is MassSpring's, without actuators. Every sphere, capsule and
 touches the particles by the body's own contact law (tisim/physics/contact.py's point_contact: the penalty kc with its
 softness, the damping kd while compressing, regularized Coulomb friction over eps with the geom's geom_friction),
 at the particle's depth in the shape (a box's: below its nearest face, point_turned_box), on its velocity relative
-to the shape's material point where it is. The
-force on a particle at y acts back on the shape's body as -f at y, so the pair conserves momentum and angular
-momentum. A step has five phases:
+to the shape's material point where it is. The force on a particle at y acts back on the shape's body as -f at y,
+so the pair conserves momentum and angular momentum. A step has five phases:
 
     links       the shapes' axes (capsule ends a, b; a sphere's or a box's centre twice, a box's axes too) and
                 their bodies' spatial velocities
@@ -147,7 +146,7 @@ class Handling(hosted.HostedTree, MassSpring):
         p_bar, v_bar = MassSpring.pushes_reverse(self, s, bar, p, v, f_bar)
         kc, kd, soft, eps = s.param("kc"), s.param("kd"), s.param("softness"), s.param("eps")
         for k in ti.static(range(self.n_shapes)):
-            radius, geom, box, capsule = ti.static(*self.shapes[k][3:], not self.is_box[k])
+            geom, box, capsule = ti.static(self.shapes[k][4], self.shapes[k][5], not self.is_box[k])
             a, b = s.scratch("shape_start", k), s.scratch("shape_end", k)
             d, n = self.shape_depth(s, p, k)
             if touching(d, soft):

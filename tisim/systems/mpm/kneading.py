@@ -158,7 +158,7 @@ class Kneading(hosted.HostedTree, MPM):
             softness = s.param("shape_softness")
             for j in ti.static(range(self.n_shapes - 1, -1, -1)):
                 v = self.pushed(s, c, walled, j)  # before shape j, as the grid computes it
-                radius, geom, box = ti.static(*self.shapes[j][3:])
+                geom, box = ti.static(self.shapes[j][4], self.shapes[j][5])
                 a, b = s.scratch("shape_start", j), s.scratch("shape_end", j)
                 phi, n, u = self.shape_at(s, c, j)
                 mu = s.param("geom_friction", geom)
