@@ -74,7 +74,8 @@ def pushed(cls=Shaping, dim=2):
     rng = np.random.default_rng(0)
     n = len(body.particles)
     sim.set_initial_state(vel=rng.normal(-0.5, 0.3, (n, dim)), C=rng.normal(0.0, 1.0, (n, dim, dim)))
-    sim.set_actions(rng.normal(1.5, 0.3, (10, 1, dim)))
+    # (a tool that turns, Sculpting's, does not turn here)
+    sim.set_actions(np.pad(rng.normal(1.5, 0.3, (10, 1, dim)), [(0, 0), (0, 0), (0, sim.actions.shape[-1] - dim)]))
     loss = tisim.losses.TerminalTarget({"pos": body.particles + 0.05, "vel": np.full((n, dim), 0.1),
                                         "tool_pos": [[0.35] * dim]})
     return sim, loss

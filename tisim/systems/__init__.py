@@ -8,6 +8,7 @@ from tisim.systems.mass_spring.manipulation import Manipulation
 from tisim.systems.mass_spring.system import MassSpring
 from tisim.systems.mpm.coupled import Coupled
 from tisim.systems.mpm.kneading import Kneading
+from tisim.systems.mpm.sculpting import Sculpting
 from tisim.systems.mpm.shaping import Shaping
 from tisim.systems.mpm.system import MPM
 from tisim.systems.pendulum import DoublePendulum, Pendulum
@@ -32,6 +33,7 @@ __all__ = [
     "ResidualPendulum",
     "Rigid2D",
     "ScalarLinear",
+    "Sculpting",
     "Shaping",
     "SlidingBlock",
     "StiffChain",

@@ -177,15 +177,17 @@ def draw_shaping(canvas, state, params):
 
 
 def draw_tools(canvas, state, params):
-    """Tools (tisim.systems.mpm.Tool), rounded boxes: two crossed rectangles and a disc at each corner."""
+    """Tools (tisim.systems.mpm.Tool), rounded boxes at their angles (zero where the state has none): two crossed
+    rectangles and a disc at each corner."""
     centres = np.asarray(state["tool_pos"], float).reshape(-1, 2)
+    angles = np.ravel(state.get("tool_angle", np.zeros(len(centres))))
     halves = np.asarray(params["tool_half"], float).reshape(-1, 2)
-    for centre, half, radius in zip(centres, halves, np.ravel(params["tool_radius"])):
-        canvas.rectangle(centre, 2 * (half + [radius, 0.0]), 0.0, ROD)
-        canvas.rectangle(centre, 2 * (half + [0.0, radius]), 0.0, ROD)
-        if radius > 0:
-            for corner in ([-1, -1], [-1, 1], [1, -1], [1, 1]):
-                canvas.circle(centre + half * corner, radius, ROD)
+    for centre, angle, half, radius in zip(centres, angles, halves, np.ravel(params["tool_radius"])):
+        canvas.rectangle(centre, 2 * (half + [radius, 0.0]), angle, ROD)
+        canvas.rectangle(centre, 2 * (half + [0.0, radius]), angle, ROD)
+        turn = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
+        for corner in ([-1, -1], [-1, 1], [1, -1], [1, 1]) if radius > 0 else ():
+            canvas.circle(centre + turn @ (half * corner), radius, ROD)
 
 
 def draw_manipulation(canvas, state, params):
@@ -204,9 +206,7 @@ def balls(state, params):
 
 def obstacles(params, centres, sizes):
     """[(centre, size), ...] of one kind of obstacle from one batch element's parameters (none if absent)."""
-    if centres not in params:
-        return []
-    return list(zip(np.asarray(params[centres], dtype=float), np.asarray(params[sizes], dtype=float)))
+    return list(zip(np.asarray(params[centres], float), np.asarray(params[sizes], float))) if centres in params else []
 
 
 def points_mass_spring(state, params):
@@ -251,8 +251,7 @@ DRAW = {
     "Rigid2D": draw_rigid2d,
     "MassSpring": draw_mass_spring,
     "MPM": draw_mpm,
-    "Shaping": draw_shaping,
-    "Coupled": draw_shaping,
+    "Shaping": draw_shaping,  # and Sculpting and Coupled, its kinds
     "Manipulation": draw_manipulation,
     "Handling": draw_mass_spring,  # 3D: pictured by points_handling
     "Kneading": draw_mpm,  # 3D: pictured by points_kneading
@@ -300,7 +299,7 @@ def points_kneading(state, params):
     return with_tree(points_mpm(state, params), state, params)
 
 
-DRAW3D = {"MPM": points_mpm, "MassSpring": points_mass_spring, "Shaping": points_shaping, "Coupled": points_shaping,
+DRAW3D = {"MPM": points_mpm, "MassSpring": points_mass_spring, "Shaping": points_shaping,
           "Manipulation": points_manipulation, "Handling": points_handling, "Kneading": points_kneading}
 
 
@@ -347,7 +346,7 @@ CAPTION_BAND = 19  # [px] a caption's height, its box included (12 pixel text)
 
 
 LOOKS3D = {"MassSpring": look_at_rollout, "MPM": look_at_rollout, "Shaping": look_at_rollout,
-           "Coupled": look_at_rollout, "Manipulation": look_at_rollout, "Handling": look_at_rollout,
+           "Manipulation": look_at_rollout, "Handling": look_at_rollout,
            "Kneading": look_at_rollout}
 
 # ---- default views: (traj {name: array (T+1,)}, params {name: float}) -> (xmin, xmax, ymin, ymax) [m] -------------
@@ -420,7 +419,6 @@ VIEWS = {
     "Manipulation": view_manipulation,
     "MPM": lambda traj, params: (0.0, 1.0, 0.0, 1.0),  # the grid's unit square
     "Shaping": lambda traj, params: (0.0, 1.0, 0.0, 1.0),
-    "Coupled": lambda traj, params: (0.0, 1.0, 0.0, 1.0),
 }
 
 
@@ -463,10 +461,12 @@ def _looks(system, traj, params, name, batch_index):
 
 
 def drawn_as(system):
-    """The name of a simulator's drawing: its class's, or for a closed loop (tisim.policy.closed_loop) its open-loop
-    system's, whose body it is."""
-    cls = type(system)
-    return (getattr(cls, "OPEN_LOOP", None) or cls).__name__
+    """The name of a simulator's drawing (system: a simulator or a system's name): its class's or, where that has
+    none, its nearest ancestor's (Coupled is drawn as Shaping); for a closed loop (tisim.policy.closed_loop) its
+    open-loop system's, whose body it is."""
+    cls = getattr(systems, system, None) if isinstance(system, str) else type(system)
+    cls = getattr(cls, "OPEN_LOOP", None) or cls
+    return next((c.__name__ for c in cls.__mro__ if c.__name__ in DRAW), cls.__name__) if cls else system
 
 
 def orbit(system, traj, scene, *, every=20, rounds=None, distance=None, height=None):
@@ -509,7 +509,7 @@ def frames(system, traj, params=None, *, batch_index=0, every=1, size=(320, 240)
     looking from ``direction``, frames the whole rollout, its obstacles and marks (look_at_rollout), unless camera =
     (position, target) [m] is given (to show several rollouts alike).
     """
-    name = system if isinstance(system, str) else drawn_as(system)
+    name = drawn_as(system)
     if name not in DRAW:
         raise ValueError(f"frames: no drawing for {name!r}; DRAW has {sorted(DRAW)}." + near_miss(name, list(DRAW)))
     if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:

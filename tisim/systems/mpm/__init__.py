@@ -4,6 +4,7 @@ from tisim.systems.mpm.body import Body
 from tisim.systems.mpm.coupled import Coupled
 from tisim.systems.mpm.kneading import Kneading
 from tisim.systems.mpm.readouts import iou, occupancy
+from tisim.systems.mpm.sculpting import Sculpting
 from tisim.systems.mpm.shaping import Shaping
 from tisim.systems.mpm.system import BAND, MPM
 from tisim.systems.mpm.tools import Tool
@@ -14,6 +15,7 @@ __all__ = [
     "Coupled",
     "Kneading",
     "MPM",
+    "Sculpting",
     "Shaping",
     "Tool",
     "iou",

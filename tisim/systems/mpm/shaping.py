@@ -69,10 +69,33 @@ class Shaping(laws.DrivenTools, MPM):
             / self.n_grid
 
     @ti.func
+    def shape(self, s: ti.template(), c, k):
+        """(phi, n): tool k's signed distance at cell c's node and its outward normal there."""
+        return laws.rounded_box(self.node(c) - self.moved(s, k), s.param("tool_half", k), s.param("tool_radius", k))
+
+    @ti.func
+    def shape_reverse(self, s: ti.template(), bar: ti.template(), c, k, phi_bar, n_bar):
+        """Add the derivatives of shape(s, c, k), given phi_bar and n_bar, into what it came from."""
+        d_bar, half_bar = laws.rounded_box_reverse(self.node(c) - self.moved(s, k), s.param("tool_half", k), phi_bar,
+                                                   n_bar)
+        self.add_moved(s, bar, k, -d_bar)
+        bar.add_param("tool_half", k, half_bar)
+        bar.add_param("tool_radius", k, -phi_bar)
+
+    @ti.func
+    def surface_velocity(self, s: ti.template(), c, k):
+        """The velocity of tool k's material at cell c's node: the tool's (it does not turn)."""
+        return self.velocity(s, k)
+
+    @ti.func
+    def surface_velocity_reverse(self, s: ti.template(), bar: ti.template(), c, k, u_bar):
+        self.add_velocity(s, bar, k, u_bar)
+
+    @ti.func
     def pushed_by(self, s: ti.template(), c, v, k: ti.template()):
         """Cell c's velocity v after tool k's push."""
-        phi, n = laws.rounded_box(self.node(c) - self.moved(s, k), s.param("tool_half", k), s.param("tool_radius", k))
-        return laws.push(v, self.velocity(s, k), phi, n, s.param("tool_mu", k), s.param("tool_softness"))
+        phi, n = self.shape(s, c, k)
+        return laws.push(v, self.surface_velocity(s, c, k), phi, n, s.param("tool_mu", k), s.param("tool_softness"))
 
     @ti.func
     def pushed(self, s: ti.template(), c, v, tools: ti.template()):
@@ -101,22 +124,17 @@ class Shaping(laws.DrivenTools, MPM):
             walled, m_bar = self.walled(s, c), 0.0
             for j in ti.static(range(self.n_tools - 1, -1, -1)):
                 v = self.pushed(s, c, walled, j)  # before tool j, as the grid computes it
-                d = self.node(c) - self.moved(s, j)
-                half, radius = s.param("tool_half", j), s.param("tool_radius", j)
-                u, mu, softness = self.velocity(s, j), s.param("tool_mu", j), s.param("tool_softness")
-                phi, n = laws.rounded_box(d, half, radius)
+                phi, n = self.shape(s, c, j)
+                u, mu, softness = self.surface_velocity(s, c, j), s.param("tool_mu", j), s.param("tool_softness")
                 impulse_bar = ti.Vector.zero(float, self.dim)
                 if ti.static(self.FREE):  # the impulse m (v - after) on the tool
                     impulse_bar = bar.scratch("tool_impulse", j)
                     m_bar += impulse_bar.dot(v - laws.push(v, u, phi, n, mu, softness))
                 v_bar_in, u_bar, phi_bar, n_bar, mu_bar, softness_bar = laws.push_reverse(
                     v, u, phi, n, mu, softness, v_bar - m * impulse_bar)
-                d_bar, half_bar = laws.rounded_box_reverse(d, half, phi_bar, n_bar)
                 v_bar = v_bar_in + m * impulse_bar
-                bar.add_state("tool_pos", j, -d_bar)
-                self.add_velocity(s, bar, j, u_bar - s.dt * d_bar)
-                bar.add_param("tool_half", j, half_bar)
-                bar.add_param("tool_radius", j, -phi_bar)
+                self.shape_reverse(s, bar, c, j, phi_bar, n_bar)
+                self.surface_velocity_reverse(s, bar, c, j, u_bar)
                 bar.add_param("tool_mu", j, mu_bar)
                 bar.add_param("tool_softness", 0, softness_bar)
             self.walled_reverse(s, bar, c, v_bar)

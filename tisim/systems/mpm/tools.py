@@ -133,6 +133,12 @@ class DrivenTools:
         return s.state("tool_pos", k) + s.dt * self.velocity(s, k)
 
     @ti.func
+    def add_moved(self, s: ti.template(), bar: ti.template(), k, value):
+        """Add the derivative `value` with respect to moved(s, k) into what it came from."""
+        bar.add_state("tool_pos", k, value)
+        self.add_velocity(s, bar, k, s.dt * value)
+
+    @ti.func
     def tools(self, s: ti.template(), k):
         s.advance("tool_pos", k, self.moved(s, k))
 
@@ -219,6 +225,35 @@ def turned_box_reverse(d, axes, half, phi_bar, n_bar):
     local_bar, _ = rounded_box_reverse(local, half, phi_bar, turned_back(axes, n_bar))
     # local = A^T d: d_bar = A local_bar, A_bar = d local_bar^T; the world normal A n: A_bar += n_bar n^T
     return turned(axes, local_bar), d.outer_product(local_bar) + n_bar.outer_product(n)
+
+
+@ti.func
+def rotated(cos, sin, v):
+    """The 2D vector v turned anticlockwise by the angle whose cosine and sine are given."""
+    return ti.Vector([cos * v[0] - sin * v[1], sin * v[0] + cos * v[1]])
+
+
+@ti.func
+def at_angle(d, angle, half, radius):
+    """(phi, n) of a 2D rounded box turned anticlockwise by `angle` from the grid's axes, at offset d from its
+    centre: rounded_box in the box's frame, the normal turned back into the grid's."""
+    cos, sin = ti.cos(angle), ti.sin(angle)
+    phi, n = rounded_box(rotated(cos, -sin, d), half, radius)
+    return phi, rotated(cos, sin, n)
+
+
+@ti.func
+def at_angle_reverse(d, angle, half, phi_bar, n_bar):
+    """(d_bar, angle_bar, half_bar) of at_angle(d, angle, half, radius) given phi_bar and n_bar (radius_bar is
+    -phi_bar)."""
+    cos, sin = ti.cos(angle), ti.sin(angle)
+    local = rotated(cos, -sin, d)
+    _, normal = rounded_box(local, half, 0.0)  # the rounding moves phi, not n
+    local_bar, half_bar = rounded_box_reverse(local, half, phi_bar, rotated(cos, -sin, n_bar))
+    n = rotated(cos, sin, normal)
+    # local = R(-angle) d turns by (local_y, -local_x) per radian, the world normal R(angle) normal by (-n_y, n_x)
+    angle_bar = local_bar.dot(ti.Vector([local[1], -local[0]])) + n_bar.dot(ti.Vector([-n[1], n[0]]))
+    return rotated(cos, sin, local_bar), angle_bar, half_bar
 
 
 @ti.func
