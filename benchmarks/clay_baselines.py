@@ -1,9 +1,10 @@
-# PlasticineLab's question on tisim's clay tasks (tisim/envs/shape.py: Pinch, RollingPin, Move): does the gradient
-# through the simulation shape the clay better than search and than reinforcement learning? Three targets of each
-# task (hidden plans 0, 1, 2), each fitted by:
+# PlasticineLab's question on tisim's clay tasks (tisim/envs/shape.py: Pinch, RollingPin, Move, Chopsticks): does
+# the gradient through the simulation shape the clay better than search and than reinforcement learning? Three
+# targets of each task (hidden plans 0, 1, 2), each fitted by:
 #
 #   adam  demos/plasticine_pinch.py's Adam on the open-loop plan (the tools' velocities over 25 intervals), 90
-#         iterations (60 at a learning rate of 0.05 m/s, 30 at 0.01), one rollout and one backward pass each
+#         iterations (60 at a learning rate of 0.05 m/s, 30 at 0.01; a stick's turn in units that move its end at
+#         1 m/s, 20.8 rad/s), one rollout and one backward pass each
 #   cem   the demo's CEM on the same plan, 32 plans a round run as one batch, for Adam's wall-clock
 #   ppo   stable_baselines3.PPO("MlpPolicy") on the task's Gymnasium environment (the same scene and target; an
 #         action every 4 ms, 25 an episode), 16 environments as one simulator's batch, n_steps 64, batch 256, 10
@@ -16,8 +17,8 @@
 # from the episode's start (the task has no randomness). One process, one method at a time, one thread each.
 # Writes out/clay_baselines_<task>.json and prints a table.
 #
-# Command: python benchmarks/clay_baselines.py [--tasks Pinch,RollingPin,Move] [--targets 3] [--ppo-factor 4]
-#          [--out out]
+# Command: python benchmarks/clay_baselines.py [--tasks Pinch,RollingPin,Move,Chopsticks] [--targets 3]
+#          [--ppo-factor 4] [--out out]
 import argparse
 import importlib.util
 import json
@@ -111,7 +112,8 @@ def compile_loss(sim):
 
 def main():
     parser = argparse.ArgumentParser(description="Adam, CEM and PPO on tisim's clay tasks.")
-    parser.add_argument("--tasks", default="Pinch,RollingPin,Move", help="of tisim/envs/shape.py (default all three)")
+    parser.add_argument("--tasks", default="Pinch,RollingPin,Move,Chopsticks",
+                        help="of tisim/envs/shape.py (default all four)")
     parser.add_argument("--targets", type=int, default=3, help="hidden plans 0, 1, ... (default 3)")
     parser.add_argument("--ppo-factor", type=float, default=4.0, help="PPO's time as a multiple of Adam's (default 4)")
     parser.add_argument("--out", default="out")
@@ -143,15 +145,16 @@ def main():
                 sim.set_actions(shape.plan_actions(plan))
                 return sim.rollout()["pos"][0, -1], float(sim.evaluate(loss)[0])
 
-            plan, seconds, _ = d.fit_by_gradient(sim, loss, 90, 25, 0.05)
+            scale = np.asarray(kind.UNIT)  # 1 m/s, and for a turn what moves a tool's end 1 m/s
+            plan, seconds, _ = d.fit_by_gradient(sim, loss, 90, 25, 0.05, scale)
             adam = scored(*final_of(plan), seconds, 90 * kind.EPISODE_STEPS)
 
             def loss_of(samples):
-                population.set_actions(shape.plan_actions(samples))
+                population.set_actions(shape.plan_actions(scale * samples))
                 return population.evaluate(loss)
 
             cem_plan, rollouts = d.fit_by_cem(loss_of, seconds, target, (25,) + sim.action_shape)
-            cem = scored(*final_of(cem_plan), seconds, rollouts * kind.EPISODE_STEPS)
+            cem = scored(*final_of(scale * cem_plan), seconds, rollouts * kind.EPISODE_STEPS)
             ppo = [scored(r["pos"], r["loss"], r["seconds"], r["steps"])
                    for r in run_ppo(task, target, args.ppo_factor * seconds, seconds)]
             rows.append(dict(target=target, iou_at_start=base, adam=adam, cem=cem, ppo=ppo))

@@ -34,14 +34,15 @@ def score(points, target):
     return iou(points, target, cells=2 * N_GRID)
 
 
-def fit_by_gradient(sim, loss, iterations, intervals, lr):
+def fit_by_gradient(sim, loss, iterations, intervals, lr, scale=1.0):
     """Adam on the plan, in two stages: `lr` for the first two thirds of the iterations (the fingers have to reach
-    the clay), a fifth of it for the rest; each iteration one rollout and one backward pass.
+    the clay), a fifth of it for the rest; each iteration one rollout and one backward pass. Adam moves the plan in
+    units of `scale` (per entry of a tool's action: 1 m/s for a velocity, more rad/s for a turn).
     (plan, seconds, loss per iteration)"""
     def objective(values):
-        sim.set_actions(plan_actions(values["plan"]))
+        sim.set_actions(plan_actions(scale * values["plan"]))
         g = sim.gradient(loss)
-        return g.value, {"plan": g.actions.reshape((1, intervals, -1) + sim.action_shape).sum(axis=2)}
+        return g.value, {"plan": scale * g.actions.reshape((1, intervals, -1) + sim.action_shape).sum(axis=2)}
 
     started, plan, history = time.perf_counter(), np.zeros((1, intervals) + sim.action_shape), []
     first = 2 * iterations // 3
@@ -50,7 +51,7 @@ def fit_by_gradient(sim, loss, iterations, intervals, lr):
                           description=f"Adam, lr {rate:g}")
         plan = result.values["plan"]
         history += [float(h["loss"]) for h in result.history]
-    return plan, time.perf_counter() - started, history
+    return scale * plan, time.perf_counter() - started, history
 
 
 def fit_by_cem(loss_of, seconds, seed, shape, population=32, elites=4):

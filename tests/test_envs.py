@@ -296,11 +296,12 @@ def test_the_ant_passes_the_env_checker_and_steps():
             break
 
 
-@pytest.mark.parametrize("task", ["Pinch", "RollingPin", "Move"])
+@pytest.mark.parametrize("task", ["Pinch", "RollingPin", "Move", "Chopsticks"])
 def test_a_clay_task_reaches_its_target_by_its_hidden_plan_and_rewards_what_it_removes(task):
     """tisim/<task>-v0 passes Gymnasium's checks; the hidden plan, played through the env's steps, leaves the clay
     exactly where the one-rollout plan leaves it (the target, the same steps to 1e-12) and its return is 1e4 times
-    the loss at the start; every reward is 1e4 times the loss the step removed; 25 steps truncate."""
+    the loss at the start; every reward is 1e4 times the loss the step removed; 25 steps truncate. (Chopsticks'
+    sticks turn: their angles are observed after their centres, their angular velocities are actions.)"""
     from tisim.envs import shape
     kind = getattr(shape, task)
     env = gymnasium.make(f"tisim/{task}-v0", render_mode="rgb_array").unwrapped
@@ -314,17 +315,17 @@ def test_a_clay_task_reaches_its_target_by_its_hidden_plan_and_rewards_what_it_r
     np.testing.assert_allclose(env.target, sim.rollout()["pos"][0, -1], rtol=0, atol=1e-12)
     obs, _ = env.reset(seed=1)
     start = env.loss({k: np.asarray(v)[None] for k, v in env.state.items()})[0]
-    tools = 2 * sim.n_tools
-    assert start > 1e-4 and np.abs(obs[tools:]).max() > 0.01
+    tools = len(kind.SCALE) * sim.n_tools  # observed per tool: its centre, and its angle where it turns
+    assert start > 1e-5 and np.abs(obs[tools:]).max() > 0.005  # the target lies away from the start
     returns = 0.0
     for t in range(25):
-        obs, reward, terminated, truncated, _ = env.step(plan[0, t // 5].ravel() / shape.SPEED)
+        obs, reward, terminated, truncated, _ = env.step((plan[0, t // 5] / kind.SCALE).ravel())
         returns += reward
         assert not terminated and truncated == (t == 24)
     assert np.abs(obs[tools:]).max() < 1e-12 and returns == pytest.approx(shape.REWARD_SCALE * start, rel=1e-9)
     env.reset()
     before = {k: np.asarray(v)[None] for k, v in env.state.items()}
-    _, reward, *_ = env.step(np.linspace(-0.8, 0.5, tools))
+    _, reward, *_ = env.step(np.linspace(-0.8, 0.5, len(kind.SCALE) * sim.n_tools))
     after = {k: np.asarray(v)[None] for k, v in env.state.items()}
     assert reward == pytest.approx(shape.REWARD_SCALE * (env.loss(before) - env.loss(after))[0], rel=1e-12)
     assert env.render().shape == (180, 360, 3)

@@ -8,6 +8,10 @@
     Move         a 4 cm by 5 cm pusher low beside a 0.1 m cube of clay on a floor with Coulomb friction (mu 0.5)
                  slides it: the hidden plan pushes it 3 to 6 cm over four pieces, up to 5 mm higher or lower, and
                  backs off
+    Chopsticks   two upright sticks (capsules 9.6 cm by 1.2 cm, friction 0.5) beside a 0.2 m by 8 cm block, which
+                 turn as well as move (tisim.systems.Sculpting): the hidden plan brings them in by 1 to 3 cm while
+                 it turns their lower ends toward each other by 0.2 to 0.5 rad over two pieces, holds for one and
+                 draws them out over the last two
 The clay is von Mises clay (E 1e5 Pa, yield stress 2,000 Pa: it holds its shape under its own weight) at rest on the
 floor, points half a cell apart on 64 x 64 cells; every episode starts from the task's scene.
 
@@ -15,9 +19,10 @@ floor, points half a cell apart on 64 x 64 cells; every episode starts from the 
         velocity constant over five pieces of 20 ms.
     env step 4 ms = 20 simulator steps of 0.2 ms, the same action; 25 steps (0.1 s), then truncated.
     action a in [-1, 1]^(2 x tools): the tools' velocities (x, y each) are SPEED a, SPEED = 2.5 m/s (the hidden
-        plans' fastest is 2.33 m/s).
+        plans' fastest is 2.33 m/s); Chopsticks' a in [-1, 1]^(3 x tools) adds each stick's angular velocity,
+        SPIN a, SPIN = 25 rad/s (the hidden plans' fastest is 12.5 rad/s).
     observation (2 x tools + 2 x points numbers): the tools' centres, then each point's offset from where the
-        target has it [m].
+        target has it [m]; Chopsticks' has the sticks' angles [rad] after their centres.
     reward: 1e4 times the decrease over the step of the loss, the points' mean squared distance to their places in
         the target [m^2]; an episode's return is 1e4 times the loss at the start less the loss at its end.
 The loss knows where each point belongs (the target is made from the same clay). The first step compiles the
@@ -26,19 +31,20 @@ clay's step (about a minute).
 import numpy as np
 
 from tisim.envs.simulated import SimulatedEnv, advance, box
-from tisim.systems.mpm import BAND, Body, Shaping, Tool
+from tisim.systems.mpm import BAND, Body, Sculpting, Shaping, Tool
 
 N_GRID, STEPS, PIECES = 64, 500, 5  # cells per side; simulator steps of a plan (0.2 ms); pieces of a hidden plan
 FLOOR = BAND / N_GRID  # [m] the floor's surface
 CLAY = dict(material="von_mises", E=1e5, nu=0.3, yield_stress=2000.0)
 REWARD_SCALE = 1e4  # [1/m^2]
 SPEED = 2.5  # [m/s] a tool's velocity at an action of 1
+SPIN = 25.0  # [rad/s] a stick's angular velocity at an action of 1
 PIECE = STEPS * Shaping.DT / PIECES  # [s] a piece of a hidden plan
 
 
 def plan_actions(plan, steps=STEPS):
-    """A plan (B, pieces, tools, 2) of velocities, constant over each of its equal pieces, as the actions of `steps`
-    simulator steps (B, steps, tools, 2)."""
+    """A plan (B, pieces, tools, 2 or 3) of velocities (and angular velocities), constant over each of its equal
+    pieces, as the actions of `steps` simulator steps (B, steps, tools, 2 or 3)."""
     return np.repeat(plan, steps // plan.shape[1], axis=1)
 
 
@@ -54,6 +60,8 @@ class ShapingTask(SimulatedEnv):
     PICTURE_SIZE = (360, 180)
     VIEW = (0.2, 0.8, 0.02, 0.32)  # [m] what a picture shows
     SETTINGS = {}  # the simulator's other settings (options, parameters)
+    SCALE = (SPEED, SPEED)  # each tool's action of 1, per entry: velocity (x, y) [m/s]
+    UNIT = (1.0, 1.0)  # a plan's unit per entry for an optimizer: 1 m/s, and for a turn what moves a tool's end 1 m/s
 
     @staticmethod
     def clay():
@@ -65,22 +73,23 @@ class ShapingTask(SimulatedEnv):
 
     @staticmethod
     def hidden_plan(seed):
-        """The seed's plan: the tools' velocities (1, PIECES, tools, 2) [m/s]."""
+        """The seed's plan: the tools' velocities (1, PIECES, tools, len(SCALE)) [m/s, and rad/s for a turn]."""
         raise NotImplementedError
 
     @classmethod
     def scene(cls, horizon=STEPS, batch=1, dt=None):
         """A Shaping simulator of the task's clay and tools."""
-        return Shaping(horizon=horizon, batch=batch, dt=dt, body=cls.clay(), n_grid=N_GRID, tools=cls.tools(),
-                       **CLAY, **cls.SETTINGS)
+        return cls.SYSTEM(horizon=horizon, batch=batch, dt=dt, body=cls.clay(), n_grid=N_GRID, tools=cls.tools(),
+                          **CLAY, **cls.SETTINGS)
 
     def __init__(self, render_mode=None, *, episode_steps=None, target=0):
         name = type(self).__name__
         if isinstance(target, bool) or not isinstance(target, (int, np.integer)) or target < 0:
             raise ValueError(f"{name}: target must be an integer >= 0 (the hidden plan's seed), got {target!r}")
-        tools, points = len(self.tools()), len(self.clay().particles)
-        self.action_space = box([-1.0] * 2 * tools, [1.0] * 2 * tools)
-        self.observation_space = box([0.0] * 2 * tools + [-1.0] * 2 * points, [1.0] * 2 * tools + [1.0] * 2 * points)
+        tools, points, turns = len(self.tools()), len(self.clay().particles), len(self.SCALE) - 2
+        self.action_space = box([-1.0] * len(self.SCALE) * tools, [1.0] * len(self.SCALE) * tools)
+        self.observation_space = box([0.0] * 2 * tools + [-np.pi] * turns * tools + [-1.0] * 2 * points,
+                                     [1.0] * 2 * tools + [np.pi] * turns * tools + [1.0] * 2 * points)
         super().__init__(render_mode, episode_steps=episode_steps)
         self._start = {k: v[0] for k, v in self.sim.initial_state.items()}
         state = {k: v[None] for k, v in self._start.items()}
@@ -95,7 +104,7 @@ class ShapingTask(SimulatedEnv):
         return dict(self._start)
 
     def effort(self, action):
-        return SPEED * action.reshape(len(action), -1, 2)
+        return np.asarray(self.SCALE) * action.reshape(len(action), -1, len(self.SCALE))
 
     def loss(self, state):
         """The points' mean squared distance to their places in the target (n,) [m^2]."""
@@ -103,7 +112,8 @@ class ShapingTask(SimulatedEnv):
 
     def observe(self, state):
         n = len(state["pos"])
-        return np.concatenate([state["tool_pos"].reshape(n, -1), (state["pos"] - self.target).reshape(n, -1)],
+        angles = state.get("tool_angle", np.zeros((n, 0)))
+        return np.concatenate([state["tool_pos"].reshape(n, -1), angles, (state["pos"] - self.target).reshape(n, -1)],
                               axis=1).clip(self.observation_space.low, self.observation_space.high)
 
     def reward(self, before, after, action):
@@ -183,4 +193,31 @@ class Move(ShapingTask):
         plan[0, :4, 0, 0] = (0.005 + rng.uniform(0.03, 0.06)) / (4 * PIECE)
         plan[0, 0, 0, 1] = rng.uniform(-0.005, 0.005) / PIECE
         plan[0, 4, 0, 0] = -0.5
+        return plan
+
+
+class Chopsticks(ShapingTask):
+    """Press two sticks into the clay's sides, turning their lower ends toward each other, into the target's shape
+    (the module docstring): the sticks turn as well as move."""
+
+    SYSTEM = Sculpting
+    SCALE = (SPEED, SPEED, SPIN)
+    UNIT = (1.0, 1.0, 1.0 / 0.048)  # [m/s, m/s, rad/s] a stick's end lies 4.8 cm from its centre
+    VIEW = (0.25, 0.75, 0.02, 0.27)
+
+    @staticmethod
+    def clay():
+        return Body.box([0.4, FLOOR], [0.6, FLOOR + 0.08], 0.5 / N_GRID)
+
+    @staticmethod
+    def tools():
+        return [Tool.capsule([x, FLOOR + 0.07], 0.042, 0.006, axis=1, mu=0.5) for x in (0.388, 0.612)]
+
+    @staticmethod
+    def hidden_plan(seed):
+        rng = np.random.default_rng(seed)
+        plan = np.zeros((1, PIECES, 2, 3))
+        plan[0, :2, 0, 0], plan[0, :2, 1, 0] = rng.uniform(0.01, 0.03, 2) / (2 * PIECE) * [1, -1]
+        plan[0, :2, 0, 2], plan[0, :2, 1, 2] = rng.uniform(0.2, 0.5, 2) / (2 * PIECE) * [1, -1]
+        plan[0, 3:, 0, 0], plan[0, 3:, 1, 0] = -1.0, 1.0
         return plan

@@ -157,3 +157,10 @@ def move_vector(num_envs, **kwargs):
     from tisim.envs.shape import Move
 
     return SimulatedVectorEnv(Move, num_envs, **kwargs)
+
+
+def chopsticks_vector(num_envs, **kwargs):
+    """The vector entry point of tisim/Chopsticks-v0 (gymnasium.make_vec)."""
+    from tisim.envs.shape import Chopsticks
+
+    return SimulatedVectorEnv(Chopsticks, num_envs, **kwargs)
