@@ -23,6 +23,7 @@ ROLLOUTS = {  # a short real rollout of every drawn system, from a start that mo
     "Shaping": dict(tools=[Tool.sphere([0.3, 0.2], 0.05)]),
     "Sculpting": dict(tools=[Tool.capsule([0.3, 0.25], 0.05, 0.02, axis=1)], tool_angle=[0.5]),
     "Coupled": dict(tools=[Tool.sphere([0.5, 0.3], 0.05)]),
+    "Tumbling": dict(tools=[Tool.box([0.5, 0.3], [0.05, 0.02])], tool_angle=[0.3], tool_spin=[2.0]),
     "Manipulation": dict(robot=grid(4, 2, actuate_every_spring=False), tools=[Tool.sphere([0.08, 0.1], 0.03)]),
     "Handling": dict(),
     "Kneading": dict(),
@@ -110,7 +111,7 @@ def test_pendulum_angle_from_downward_vertical():
 @pytest.mark.parametrize("name", sorted(ROLLOUTS))
 def test_frames_for_every_system(name):
     """frames() draws a 20-step rollout of each system: T / every + 1 non-blank frames, with the view of the rollout
-    (Coupled and Sculpting drawn as Shaping, their ancestor)."""
+    (Coupled, Sculpting and Tumbling drawn as Shaping, their ancestor)."""
     assert set(viz.DRAW) <= set(ROLLOUTS)
     sim = getattr(systems, name)(horizon=20, **ROLLOUTS[name])
     traj = sim.rollout()

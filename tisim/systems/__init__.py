@@ -11,6 +11,7 @@ from tisim.systems.mpm.kneading import Kneading
 from tisim.systems.mpm.sculpting import Sculpting
 from tisim.systems.mpm.shaping import Shaping
 from tisim.systems.mpm.system import MPM
+from tisim.systems.mpm.tumbling import Tumbling
 from tisim.systems.pendulum import DoublePendulum, Pendulum
 from tisim.systems.residual_pendulum import ResidualPendulum
 from tisim.systems.rigid2d.system import Rigid2D
@@ -37,4 +38,5 @@ __all__ = [
     "Shaping",
     "SlidingBlock",
     "StiffChain",
+    "Tumbling",
 ]

@@ -8,6 +8,7 @@ from tisim.systems.mpm.sculpting import Sculpting
 from tisim.systems.mpm.shaping import Shaping
 from tisim.systems.mpm.system import BAND, MPM
 from tisim.systems.mpm.tools import Tool
+from tisim.systems.mpm.tumbling import Tumbling
 
 __all__ = [
     "BAND",
@@ -18,6 +19,7 @@ __all__ = [
     "Sculpting",
     "Shaping",
     "Tool",
+    "Tumbling",
     "iou",
     "occupancy",
 ]

@@ -18,8 +18,9 @@ settles when its reach fades over about a cell (tool_softness = h, the default h
 nodes it holds change abruptly as it moves, and it chatters (a block on an elastic slab, softness h / 2, still moved
 at 5 mm/s after 3 s, where with h it came to rest to 1e-6 m/s).
 
-The bodies translate only: each keeps its axes along the grid's, as if on a carriage that holds its rotation (a
-frictionless sphere, or a box pressed square on, is exact; an off-centre push that would turn a free body does not).
+The bodies translate only (in 2D, Tumbling's turn): each keeps its axes along the grid's, as if on a carriage that
+holds its rotation (a frictionless sphere, or a box pressed square on, is exact; an off-centre push that would turn a
+free body does not).
 They meet the material, and the walls and the floor as the material does (a free tool whose box reaches past one
 stops moving into it, sliding along it without friction); not each other.
 """
@@ -59,19 +60,38 @@ class Coupled(Shaping):
         super().__init__(horizon, batch, dt, body, n_grid, tools, **values)
 
     @ti.func
+    def force(self, s: ti.template(), k):
+        """The action's force on tool k."""
+        return s.action("tool_force", k)
+
+    @ti.func
+    def add_force(self, bar: ti.template(), k, value):
+        bar.add_action("tool_force", k, value)
+
+    @ti.func
     def velocity(self, s: ti.template(), k):
         """Tool k's velocity as the material meets it: its velocity moved on by its weight and the action's force."""
-        acceleration = s.action("tool_force", k) / s.param("tool_mass", k) \
-            - s.param("g") * ti.Vector.unit(self.dim, 1, float)
+        acceleration = self.force(s, k) / s.param("tool_mass", k) - s.param("g") * ti.Vector.unit(self.dim, 1, float)
         return s.state("tool_vel", k) + s.dt * acceleration
 
     @ti.func
     def add_velocity(self, s: ti.template(), bar: ti.template(), k, value):
         M = s.param("tool_mass", k)
         bar.add_state("tool_vel", k, value)
-        bar.add_action("tool_force", k, s.dt / M * value)
-        bar.add_param("tool_mass", k, -s.dt * value.dot(s.action("tool_force", k)) / (M * M))
+        self.add_force(bar, k, s.dt / M * value)
+        bar.add_param("tool_mass", k, -s.dt * value.dot(self.force(s, k)) / (M * M))
         bar.add_param("g", 0, -s.dt * value[1])
+
+    @ti.func
+    def take_impulse(self, s: ti.template(), c, k, J):
+        """Give tool k the impulse J = m (v - v') that its push took from cell c's momentum."""
+        s.accumulate("tool_impulse", k, J)
+
+    @ti.func
+    def take_impulse_reverse(self, s: ti.template(), bar: ti.template(), c, k, J):
+        """The derivative with respect to J of what take_impulse(s, c, k, J) added (anything else it depends on
+        gets its part here)."""
+        return bar.scratch("tool_impulse", k)
 
     @ti.func
     def kept(self, s: ti.template(), k, U):

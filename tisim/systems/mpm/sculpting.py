@@ -37,8 +37,8 @@ class Sculpting(Shaping):
     def __init__(self, horizon, batch=1, dt=None, body=None, n_grid=32, tools=None, **values):
         dims = {t.dim for t in tools if isinstance(t, laws.Tool)} if isinstance(tools, (list, tuple)) else set()
         if isinstance(body, Body) and body.dim == 3 or 3 in dims:
-            raise ValueError("Sculpting: tools turn in 2D only; a 3D body and tools need Shaping (tools that do not "
-                             "turn)")
+            raise ValueError(f"{type(self).__name__}: tools turn in 2D only; in 3D, Shaping's and Coupled's tools "
+                             "move without turning")
         super().__init__(horizon, batch, dt, body, n_grid, tools, **values)
 
     # ---- the action: the velocity and the angular velocity -------------------------------------------------------
@@ -57,7 +57,7 @@ class Sculpting(Shaping):
         return s.action("tool_twist", k)[2]
 
     @ti.func
-    def add_spin(self, bar: ti.template(), k, value):
+    def add_spin(self, s: ti.template(), bar: ti.template(), k, value):
         bar.add_action("tool_twist", k, ti.Vector([0.0, 0.0, value]))
 
     @ti.func
@@ -68,7 +68,7 @@ class Sculpting(Shaping):
     @ti.func
     def add_turned(self, s: ti.template(), bar: ti.template(), k, value):
         bar.add_state("tool_angle", k, value)
-        self.add_spin(bar, k, s.dt * value)
+        self.add_spin(s, bar, k, s.dt * value)
 
     # ---- the tools' phase ------------------------------------------------------------------------------------------
     @ti.func
@@ -111,5 +111,5 @@ class Sculpting(Shaping):
     def surface_velocity_reverse(self, s: ti.template(), bar: ti.template(), c, k, u_bar):
         d, w = self.node(c) - self.moved(s, k), self.spin(s, k)
         self.add_velocity(s, bar, k, u_bar)
-        self.add_spin(bar, k, u_bar.dot(ti.Vector([-d[1], d[0]])))
+        self.add_spin(s, bar, k, u_bar.dot(ti.Vector([-d[1], d[0]])))
         self.add_moved(s, bar, k, -w * ti.Vector([u_bar[1], -u_bar[0]]))

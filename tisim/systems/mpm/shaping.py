@@ -111,7 +111,7 @@ class Shaping(laws.DrivenTools, MPM):
         for k in ti.static(range(self.n_tools)):
             after = self.pushed_by(s, c, v, k)
             if ti.static(self.FREE):  # the momentum the push gives the cell, taken from the tool
-                s.accumulate("tool_impulse", k, s.scratch("grid_mass", c) * (v - after))
+                self.take_impulse(s, c, k, s.scratch("grid_mass", c) * (v - after))
             v = after
         s.assign("grid_velocity", c, v)
 
@@ -128,8 +128,9 @@ class Shaping(laws.DrivenTools, MPM):
                 u, mu, softness = self.surface_velocity(s, c, j), s.param("tool_mu", j), s.param("tool_softness")
                 impulse_bar = ti.Vector.zero(float, self.dim)
                 if ti.static(self.FREE):  # the impulse m (v - after) on the tool
-                    impulse_bar = bar.scratch("tool_impulse", j)
-                    m_bar += impulse_bar.dot(v - laws.push(v, u, phi, n, mu, softness))
+                    taken = v - laws.push(v, u, phi, n, mu, softness)
+                    impulse_bar = self.take_impulse_reverse(s, bar, c, j, m * taken)
+                    m_bar += impulse_bar.dot(taken)
                 v_bar_in, u_bar, phi_bar, n_bar, mu_bar, softness_bar = laws.push_reverse(
                     v, u, phi, n, mu, softness, v_bar - m * impulse_bar)
                 v_bar = v_bar_in + m * impulse_bar

@@ -6,7 +6,8 @@ at an offset d from its centre, with q = |d| - b (per axis), is
 
     phi = |max(q, 0)| + min(max_k q_k, 0) - r,    n = grad phi (the outward normal),
 
-the first term outside the box, the second inside. Tools do not turn: each keeps its axes along the grid's.
+the first term outside the box, the second inside. Shaping's and Coupled's tools keep their axes along the grid's;
+Sculpting's and Tumbling's turn (2D: at_angle, the box's shape in its own frame).
 
 A tool acts on a grid cell after the walls (tisim/systems/mpm/system.py's grid phase), as a moving wall: with the
 cell's velocity v, the tool's velocity u and the cell's velocity relative to it r = v - u, split into its normal

@@ -1,0 +1,138 @@
+"""MPM material and free rigid bodies that move and turn (2D): Coupled's bodies, free to rotate.
+
+Coupled's bodies (tisim/systems/mpm/coupled.py) translate only. Here each also has an angle and an angular velocity
+(state: tool_angle, tool_spin) and a moment of inertia about its centre (tool_inertia, per metre of depth; by
+default a uniform body's of its shape and mass); the actions are wrenches, a force and a torque. In a step tool k,
+with mass M, inertia I, velocity U and angular velocity W, moves as follows:
+
+    u = U + dt (f / M - g e_y),  w = W + dt tau / I       as the material meets it, at X + dt u and theta + dt w,
+                                                           its surface moving at u + w e_z x d (Sculpting's)
+    grid phase                                             each cell the push changes gives back J_i = m_i (v - v'),
+                                                           J = sum J_i and A = sum (x_i - X - dt u) x J_i
+    U' = u + J / M,  W' = w + A / I,  X' = X + dt u,  theta' = theta + dt w
+
+The body ends the step where the material met it, and takes the push's impulse into its velocity for the next step
+(Coupled moves its bodies by the velocity after the push, X + dt U'). With the lever arms from that same place, a
+frictionless disc, pushed along its normals only, gains no spin, and without gravity and walls the total angular
+momentum about any point, the material's (sum m_p x_p x v_p and APIC's own part, m_p h^2 / 4 (C_yx - C_xy) on
+MLS-MPM's quadratic weights) and the bodies' (X x M U + I W), stays what it was to rounding, as the momentum does.
+The coupling is otherwise Coupled's, staggered, with its limits; the bodies meet the material, the walls and the floor
+as Coupled's do (the walls stop their motion into them, not their turning), not each other.
+"""
+import numpy as np
+import taichi as ti
+
+from tisim.core.quantities import Quantity, Scratch
+from tisim.systems.mpm.coupled import Coupled
+from tisim.systems.mpm.sculpting import Sculpting
+
+
+def second_moment(half, radius):
+    """The polar second moment of area per unit area [m^2] of a 2D rounded box (half extents `half`, rounding
+    `radius`) about its centre: a uniform body's I / M. The box, four side strips and four quarter discs."""
+    a, b, r = float(half[0]), float(half[1]), float(radius)
+    pieces = [(2 * a, 2 * b, 0.0, 0.0)] + [(r, 2 * b, s * (a + r / 2), 0.0) for s in (-1, 1)] \
+        + [(2 * a, r, 0.0, s * (b + r / 2)) for s in (-1, 1)]
+    area = sum(w * h for w, h, _, _ in pieces)
+    moment = sum(w * h * ((w * w + h * h) / 12 + x * x + y * y) for w, h, x, y in pieces)
+    quarter, e = np.pi * r * r / 4, 4 * r / (3 * np.pi)  # a quarter disc's area; its centroid's offset per axis
+    # each of the four alike: about its corner pi r^4 / 8, moved to its centroid, then to the box's centre
+    moment += 4 * (np.pi * r ** 4 / 8 - quarter * 2 * e * e + quarter * ((a + e) ** 2 + (b + e) ** 2))
+    return moment / (area + 4 * quarter)
+
+
+class Tumbling(Coupled, Sculpting):
+    """A body of MPM material and free rigid bodies that move and turn in 2D, tools=[tisim.systems.mpm.Tool, ...],
+    pushing it and pushed back (default: Coupled's, a 3 cm disc of 1 kg dropped onto a block of clay). Each tool's
+    angle and angular velocity are state (tool_angle, tool_spin), its moment of inertia a parameter (tool_inertia;
+    default: a uniform body's of its shape and of the tool_mass given); the actions are wrenches on the tools besides
+    their weight (tool_wrench, shape (T, n_tools, 3): force (x, y) and torque). The module's docstring gives the
+    step."""
+
+    PARAMS = Coupled.PARAMS + (
+        Quantity("tool_inertia", 1.0, "kg m^2", "moment of inertia of each tool about its centre (2D: per metre of "
+                 "depth)", shape=("n_tools",), bounds="(0, inf)"),
+    )
+    STATE = Coupled.STATE + Sculpting.STATE[-1:] + (
+        Quantity("tool_spin", 0.0, "rad/s", "angular velocity of each tool, anticlockwise", shape=("n_tools",)),)
+    ACTION = (Quantity("tool_wrench", 0.0, "N, N, N m", "force (x, y) and torque on each tool besides its weight "
+                       "and the material's push (2D: per metre of depth)", shape=("n_tools", 3)),)
+    SCRATCH = Coupled.SCRATCH + (Scratch("tool_angular_impulse", "N m s", "the material's angular impulse on each "
+                                         "tool about its centre during the step", shape=("n_tools",), keep=False),)
+
+    def __init__(self, horizon, batch=1, dt=None, body=None, n_grid=32, tools=None, **values):
+        if isinstance(tools, (list, tuple)) and all(getattr(t, "dim", 0) == 2 for t in tools) and tools \
+                and "tool_inertia" not in values:
+            mass = np.broadcast_to(np.asarray(values.get("tool_mass", 1.0), float), (len(tools),))
+            values["tool_inertia"] = mass * [second_moment(t.half, t.radius) for t in tools]
+        super().__init__(horizon, batch, dt, body, n_grid, tools, **values)
+
+    # ---- the action: a force and a torque ----------------------------------------------------------------------
+    @ti.func
+    def force(self, s: ti.template(), k):
+        a = s.action("tool_wrench", k)
+        return ti.Vector([a[0], a[1]])
+
+    @ti.func
+    def add_force(self, bar: ti.template(), k, value):
+        bar.add_action("tool_wrench", k, ti.Vector([value[0], value[1], 0.0]))
+
+    @ti.func
+    def spin(self, s: ti.template(), k):
+        """Tool k's angular velocity as the material meets it: its own moved on by the action's torque."""
+        return s.state("tool_spin", k) + s.dt * s.action("tool_wrench", k)[2] / s.param("tool_inertia", k)
+
+    @ti.func
+    def add_spin(self, s: ti.template(), bar: ti.template(), k, value):
+        inertia = s.param("tool_inertia", k)
+        bar.add_state("tool_spin", k, value)
+        bar.add_action("tool_wrench", k, ti.Vector([0.0, 0.0, s.dt / inertia * value]))
+        bar.add_param("tool_inertia", k, -s.dt * value * s.action("tool_wrench", k)[2] / (inertia * inertia))
+
+    # ---- the grid gives back an impulse and an angular impulse -----------------------------------------------------
+    @ti.func
+    def take_impulse(self, s: ti.template(), c, k, J):
+        d = self.node(c) - self.moved(s, k)
+        s.accumulate("tool_impulse", k, J)
+        s.accumulate("tool_angular_impulse", k, d[0] * J[1] - d[1] * J[0])
+
+    @ti.func
+    def take_impulse_reverse(self, s: ti.template(), bar: ti.template(), c, k, J):
+        d, A_bar = self.node(c) - self.moved(s, k), bar.scratch("tool_angular_impulse", k)
+        self.add_moved(s, bar, k, -A_bar * ti.Vector([J[1], -J[0]]))
+        return bar.scratch("tool_impulse", k) + A_bar * ti.Vector([-d[1], d[0]])
+
+    # ---- the tools' phase: Coupled's, and the turn ---------------------------------------------------------------
+    @ti.func
+    def spun_back(self, s: ti.template(), k):
+        """Tool k's angular velocity at the end of the step: the material's angular impulse added."""
+        return self.spin(s, k) + s.scratch("tool_angular_impulse", k) / s.param("tool_inertia", k)
+
+    @ti.func
+    def tools(self, s: ti.template(), k):
+        s.advance("tool_vel", k, self.pushed_back(s, k))
+        s.advance("tool_spin", k, self.spun_back(s, k))
+        s.advance("tool_pos", k, self.moved(s, k))
+        s.advance("tool_angle", k, self.turned(s, k))
+
+    @ti.func
+    def tools_fused(self, s: ti.template(), k):
+        s.set_next("tool_vel", k, self.pushed_back(s, k))
+        s.set_next("tool_spin", k, self.spun_back(s, k))
+        s.set_next("tool_pos", k, self.moved(s, k))
+        s.set_next("tool_angle", k, self.turned(s, k))
+
+    @ti.func
+    def tools_reverse(self, s: ti.template(), bar: ti.template(), k):
+        M, inertia = s.param("tool_mass", k), s.param("tool_inertia", k)
+        impulse, A = s.scratch("tool_impulse", k), s.scratch("tool_angular_impulse", k)
+        U_bar = bar.next_state("tool_vel", k) * self.kept(s, k, self.velocity(s, k) + impulse / M)
+        W_bar = bar.next_state("tool_spin", k)
+        bar.accumulate("tool_impulse", k, U_bar / M)
+        bar.add_param("tool_mass", k, -U_bar.dot(impulse) / (M * M))
+        bar.accumulate("tool_angular_impulse", k, W_bar / inertia)
+        bar.add_param("tool_inertia", k, -W_bar * A / (inertia * inertia))
+        self.add_velocity(s, bar, k, U_bar)
+        self.add_spin(s, bar, k, W_bar)
+        self.add_moved(s, bar, k, bar.next_state("tool_pos", k))
+        self.add_turned(s, bar, k, bar.next_state("tool_angle", k))
