@@ -25,6 +25,8 @@ import taichi as ti
 from tisim.core.quantities import Quantity, Scratch
 from tisim.systems.mpm.coupled import Coupled
 from tisim.systems.mpm.sculpting import Sculpting
+from tisim.systems.mpm.system import BAND
+from tisim.systems.mpm.tools import Tool
 
 
 def second_moment(half, radius):
@@ -43,11 +45,11 @@ def second_moment(half, radius):
 
 class Tumbling(Coupled, Sculpting):
     """A body of MPM material and free rigid bodies that move and turn in 2D, tools=[tisim.systems.mpm.Tool, ...],
-    pushing it and pushed back (default: Coupled's, a 3 cm disc of 1 kg dropped onto a block of clay). Each tool's
-    angle and angular velocity are state (tool_angle, tool_spin), its moment of inertia a parameter (tool_inertia;
-    default: a uniform body's of its shape and of the tool_mass given); the actions are wrenches on the tools besides
-    their weight (tool_wrench, shape (T, n_tools, 3): force (x, y) and torque). The module's docstring gives the
-    step."""
+    pushing it and pushed back (default: a 9 by 3 cm capsule of 1 kg lying 1 cm above Coupled's block of clay).
+    Each tool's angle and angular velocity are state (tool_angle, tool_spin), its moment of inertia a parameter
+    (tool_inertia; default: a uniform body's of its shape and of the tool_mass given); the actions are wrenches on
+    the tools besides their weight (tool_wrench, shape (T, n_tools, 3): force (x, y) and torque). The module's
+    docstring gives the step."""
 
     PARAMS = Coupled.PARAMS + (
         Quantity("tool_inertia", 1.0, "kg m^2", "moment of inertia of each tool about its centre (2D: per metre of "
@@ -61,6 +63,9 @@ class Tumbling(Coupled, Sculpting):
                                          "tool about its centre during the step", shape=("n_tools",), keep=False),)
 
     def __init__(self, horizon, batch=1, dt=None, body=None, n_grid=32, tools=None, **values):
+        if body is None and tools is None and isinstance(n_grid, (int, np.integer)) and n_grid > 0:
+            # lying, so that its turn moves what it pushes; MPM checks n_grid itself
+            tools = [Tool.capsule([0.5, BAND / n_grid + 0.125], 0.03, 0.015)]
         if isinstance(tools, (list, tuple)) and all(getattr(t, "dim", 0) == 2 for t in tools) and tools \
                 and "tool_inertia" not in values:
             mass = np.broadcast_to(np.asarray(values.get("tool_mass", 1.0), float), (len(tools),))
