@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import tisim
-from tisim.systems.mpm import Body, Coupled, Tool, Tumbling
+from tisim.systems.mpm import BAND, Body, Coupled, Tool, Tumbling
 from tisim.systems.mpm.tumbling import second_moment
 from tisim.testing import assert_gradients_agree
 
@@ -13,6 +13,7 @@ from test_mpm import GRID
 
 N_GRID = 32
 H = 1.0 / N_GRID
+FLOOR = BAND / N_GRID
 
 
 def thrown_at_jelly(cls, tool, horizon=None, **state):
@@ -54,6 +55,15 @@ def test_a_frictionless_disc_gains_no_spin_and_bounces_as_coupleds():
     assert theirs["tool_vel"][0, -1, 0, 0] < 0.5  # it hit the block
     assert np.abs(ours["tool_spin"]).max() < 1e-12
     np.testing.assert_allclose(ours["tool_vel"][0, -1, 0], theirs["tool_vel"][0, -1, 0], rtol=0, atol=0.01)
+
+
+def test_a_body_falls_onto_the_floor_and_stays_there():
+    """A disc dropped beside the clay lands on the floor and stays on it: the walls stop its motion into them, its
+    place included (within 1e-12 m of where it landed over 500 more steps)."""
+    body = Body.box([0.1, FLOOR], [0.2, FLOOR + 0.05], H / 2)
+    sim = Tumbling(horizon=1500, body=body, tools=[Tool.sphere([0.7, 0.3], 0.03)])
+    low = sim.rollout()["tool_pos"][0, :, 0, 1] - 0.03
+    assert low[1000] <= FLOOR and np.abs(low[1000:] - low[1000]).max() < 1e-12
 
 
 def lattice_second_moment(half, radius, n=1201):

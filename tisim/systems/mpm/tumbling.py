@@ -83,6 +83,18 @@ class Tumbling(Coupled, Sculpting):
         bar.add_action("tool_wrench", k, ti.Vector([value[0], value[1], 0.0]))
 
     @ti.func
+    def moved(self, s: ti.template(), k):
+        """Tool k's centre at the end of the step, where the material meets it: moved by its velocity, less what
+        would take it further into a wall (Coupled's kept)."""
+        u = self.velocity(s, k)
+        return s.state("tool_pos", k) + s.dt * u * self.kept(s, k, u)
+
+    @ti.func
+    def add_moved(self, s: ti.template(), bar: ti.template(), k, value):
+        bar.add_state("tool_pos", k, value)
+        self.add_velocity(s, bar, k, s.dt * value * self.kept(s, k, self.velocity(s, k)))
+
+    @ti.func
     def spin(self, s: ti.template(), k):
         """Tool k's angular velocity as the material meets it: its own moved on by the action's torque."""
         return s.state("tool_spin", k) + s.dt * s.action("tool_wrench", k)[2] / s.param("tool_inertia", k)
