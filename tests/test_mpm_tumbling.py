@@ -132,7 +132,7 @@ def test_the_tumbling_hand_written_reverses_are_taichis_reverse_mode():
 
 
 @pytest.mark.parametrize("make, message", [
-    (lambda: Tumbling(horizon=2, tools=[Tool.sphere([0.5, 0.5, 0.5], 0.1)]), "Tumbling: tools turn in 2D only"),
+    (lambda: Tumbling(horizon=2, tools=[Tool.sphere([0.5, 0.5, 0.5], 0.1)]), "Tumbling: free bodies turn in 2D only"),
     (lambda: Tumbling(horizon=2, tools=[Tool.sphere([0.5, 0.5], 0.1)], tool_inertia=[0.0]),
      r"tool_inertia must be in \(0, inf\)"),
     (lambda: Tumbling(horizon=3, tools=[Tool.sphere([0.5, 0.5], 0.1)]).set_actions(np.zeros((3, 1, 2))),

@@ -1,5 +1,6 @@
-"""3D pictures of an Articulation: its shapes (spheres, capsules, boxes) as lit triangle meshes in Taichi's GGUI
-scene (tisim.viz.scene), posed by the numpy kinematics at each step of a rollout.
+"""3D pictures of rigid bodies: an Articulation's shapes (spheres, capsules, boxes) as lit triangle meshes in Taichi's
+GGUI scene (tisim.viz.scene), posed by the numpy kinematics at each step of a rollout; tools in clay, turned where
+they turn.
 
 The scene's y is up, the articulation's (MuJoCo's) z: a point (x, y, z) of the tree is drawn at (x, z, -y), a turn
 of the axes (no mirror), so a robot walking along +x walks to the right of a camera looking along -z.
@@ -37,6 +38,32 @@ def box_mesh(half_widths):
     corners = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)], float) * half_widths
     faces = [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4), (1, 5, 7, 3)]
     return corners, np.array([t for a, b, c, d in faces for t in ((a, b, c), (a, c, d))])
+
+
+def turned_boxes(centres, halves, orientations):
+    """One mesh of boxes: half extents `halves` [m], turned by the quaternions (w, x, y, z) `orientations` (any
+    nonzero length) and moved to `centres`."""
+    vertices, triangles = [], []
+    for c, h, q in zip(centres, halves, np.asarray(orientations, float)):
+        corners, faces = box_mesh(h)
+        triangles.append(faces + 8 * len(vertices))
+        vertices.append(corners @ quat_to_matrix(q / np.linalg.norm(q)).T + c)
+    return np.concatenate(vertices), np.concatenate(triangles)
+
+
+def with_tools(picture, state, params):
+    """A 3D picture with the tools added: a tool without half extents as a sphere, any other as the box that bounds
+    it, turned as the tool is where it turns (a solid)."""
+    centres, halves = (np.asarray(v, float).reshape(-1, 3) for v in (state["tool_pos"], params["tool_half"]))
+    radii, boxed = np.ravel(params["tool_radius"]), np.any(halves > 0, axis=1)
+    picture["spheres"] = list(picture.get("spheres", [])) + [(c, r) for c, r in zip(centres[~boxed], radii[~boxed])]
+    bounds = halves[boxed] + radii[boxed, None]
+    if "tool_orientation" in state and boxed.any():
+        turns = np.asarray(state["tool_orientation"], float).reshape(-1, 4)[boxed]
+        picture["solid"] = turned_boxes(centres[boxed], bounds, turns)
+    else:
+        picture["boxes"] = list(picture.get("boxes", [])) + list(zip(centres[boxed], bounds))
+    return picture
 
 
 def shape_meshes(tree):
@@ -93,4 +120,5 @@ def articulation_frames(tree, q, *, every=1, size=(480, 320), direction=(0.3, 0.
     return pictures
 
 
-__all__ = ["articulation_frames", "posed_mesh", "shape_meshes", "rounded_mesh", "box_mesh"]
+__all__ = ["articulation_frames", "posed_mesh", "shape_meshes", "rounded_mesh", "box_mesh", "turned_boxes",
+           "with_tools"]

@@ -16,7 +16,7 @@ import numpy as np
 
 from tisim import systems
 from tisim.core.quantities import near_miss
-from tisim.viz.bodies import posed_mesh
+from tisim.viz.bodies import posed_mesh, with_tools
 from tisim.viz.raster import (
     BALL,
     BLOCK,
@@ -266,19 +266,6 @@ def points_shaping(state, params):
 def points_manipulation(state, params):
     """A 3D mass-spring body and its tools, as points_shaping draws them."""
     return with_tools(points_mass_spring(state, params), state, params)
-
-
-def with_tools(picture, state, params):
-    """A 3D picture with the tools added: a tool without half extents as a sphere, any other as the box that bounds
-    it."""
-    centres = np.asarray(state["tool_pos"], float).reshape(-1, 3)
-    halves = np.asarray(params["tool_half"], float).reshape(-1, 3)
-    radii = np.ravel(params["tool_radius"])
-    picture["spheres"] = list(picture.get("spheres", [])) + [(c, r) for c, h, r in zip(centres, halves, radii)
-                                                             if not np.any(h)]
-    picture["boxes"] = list(picture.get("boxes", [])) + [(c, h + r) for c, h, r in zip(centres, halves, radii)
-                                                         if np.any(h)]
-    return picture
 
 
 def with_tree(picture, state, params):

@@ -172,8 +172,8 @@ class Kneading(hosted.HostedTree, MPM):
                     v, u, phi, n, mu, softness, v_bar - m * impulse_bar)
                 v_bar = v_bar_in + m * impulse_bar
                 if ti.static(self.is_box[j]):
-                    offset_bar, axes_bar = laws.turned_box_reverse(x - a, s.scratch("shape_axes", j),
-                                                                   ti.Vector(box[0]), phi_bar, n_bar)
+                    offset_bar, axes_bar, _ = laws.turned_box_reverse(x - a, s.scratch("shape_axes", j),
+                                                                      ti.Vector(box[0]), phi_bar, n_bar)
                     bar.accumulate("shape_start", j, -offset_bar)
                     bar.accumulate("shape_axes", j, axes_bar)
                 else:

@@ -7,7 +7,7 @@ at an offset d from its centre, with q = |d| - b (per axis), is
     phi = |max(q, 0)| + min(max_k q_k, 0) - r,    n = grad phi (the outward normal),
 
 the first term outside the box, the second inside. Shaping's and Coupled's tools keep their axes along the grid's;
-Sculpting's and Tumbling's turn (2D: at_angle, the box's shape in its own frame).
+Sculpting's and Tumbling's turn (2D: at_angle; 3D: turned_box, the box's shape in its own frame).
 
 A tool acts on a grid cell after the walls (tisim/systems/mpm/system.py's grid phase), as a moving wall: with the
 cell's velocity v, the tool's velocity u and the cell's velocity relative to it r = v - u, split into its normal
@@ -220,12 +220,12 @@ def turned_box(d, axes, half):
 
 @ti.func
 def turned_box_reverse(d, axes, half, phi_bar, n_bar):
-    """(d_bar, axes_bar) of turned_box(d, axes, half) given phi_bar and n_bar."""
+    """(d_bar, axes_bar, half_bar) of turned_box(d, axes, half) given phi_bar and n_bar."""
     local = turned_back(axes, d)
     _, n = rounded_box(local, half, 0.0)
-    local_bar, _ = rounded_box_reverse(local, half, phi_bar, turned_back(axes, n_bar))
+    local_bar, half_bar = rounded_box_reverse(local, half, phi_bar, turned_back(axes, n_bar))
     # local = A^T d: d_bar = A local_bar, A_bar = d local_bar^T; the world normal A n: A_bar += n_bar n^T
-    return turned(axes, local_bar), d.outer_product(local_bar) + n_bar.outer_product(n)
+    return turned(axes, local_bar), d.outer_product(local_bar) + n_bar.outer_product(n), half_bar
 
 
 @ti.func

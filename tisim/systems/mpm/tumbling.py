@@ -23,6 +23,7 @@ import numpy as np
 import taichi as ti
 
 from tisim.core.quantities import Quantity, Scratch
+from tisim.systems.mpm.body import Body
 from tisim.systems.mpm.coupled import Coupled
 from tisim.systems.mpm.sculpting import Sculpting
 from tisim.systems.mpm.system import BAND
@@ -63,6 +64,9 @@ class Tumbling(Coupled, Sculpting):
                                          "tool about its centre during the step", shape=("n_tools",), keep=False),)
 
     def __init__(self, horizon, batch=1, dt=None, body=None, n_grid=32, tools=None, **values):
+        dims = {t.dim for t in tools if isinstance(t, Tool)} if isinstance(tools, (list, tuple)) else set()
+        if isinstance(body, Body) and body.dim == 3 or 3 in dims:
+            raise ValueError("Tumbling: free bodies turn in 2D only; in 3D, Coupled's bodies move without turning")
         if body is None and tools is None and isinstance(n_grid, (int, np.integer)) and n_grid > 0:
             # lying, so that its turn moves what it pushes; MPM checks n_grid itself
             tools = [Tool.capsule([0.5, BAND / n_grid + 0.125], 0.03, 0.015)]
