@@ -1,4 +1,4 @@
-"""MPM material and free rigid bodies that move and turn (2D): Coupled's bodies, free to rotate.
+"""MPM material and free rigid bodies that move and turn: Coupled's bodies, free to rotate (in 3D: Tumbling3D, below).
 
 Coupled's bodies (tisim/systems/mpm/coupled.py) translate only. Here each also has an angle and an angular velocity
 (state: tool_angle, tool_spin) and a moment of inertia about its centre (tool_inertia, per metre of depth; by
@@ -23,9 +23,11 @@ import numpy as np
 import taichi as ti
 
 from tisim.core.quantities import Quantity, Scratch
+from tisim.physics import rotations
+from tisim.physics.contact import turned, turned_back
 from tisim.systems.mpm.body import Body
 from tisim.systems.mpm.coupled import Coupled
-from tisim.systems.mpm.sculpting import Sculpting
+from tisim.systems.mpm.sculpting import Sculpting, Sculpting3D
 from tisim.systems.mpm.system import BAND
 from tisim.systems.mpm.tools import Tool
 
@@ -44,13 +46,26 @@ def second_moment(half, radius):
     return moment / (area + 4 * quarter)
 
 
+def principal_moments(half, radius, n=101):
+    """The principal second moments (I_x, I_y, I_z) / M [m^2] of a uniform 3D rounded box (half extents `half`,
+    rounding `radius`) about its centre and its own axes, by the midpoint rule on n^3 cells over its bounding box
+    (off by 1 / n^2 for a box, 8e-4 for a ball)."""
+    half = np.asarray(half, float)
+    axes = [(np.arange(n) + 0.5) / n * 2 * e - e for e in half + radius]
+    x, y, z = np.meshgrid(*axes, indexing="ij")
+    outside = [np.maximum(np.abs(c) - h, 0.0) for c, h in zip((x, y, z), half)]
+    inside = sum(o * o for o in outside) <= radius * radius + 1e-300
+    x2, y2, z2 = (np.mean((c * c)[inside]) for c in (x, y, z))
+    return np.array([y2 + z2, x2 + z2, x2 + y2])
+
+
 class Tumbling(Coupled, Sculpting):
-    """A body of MPM material and free rigid bodies that move and turn in 2D, tools=[tisim.systems.mpm.Tool, ...],
+    """A body of MPM material and free rigid bodies that move and turn, tools=[tisim.systems.mpm.Tool, ...],
     pushing it and pushed back (default: a 9 by 3 cm capsule of 1 kg lying 1 cm above Coupled's block of clay).
     Each tool's angle and angular velocity are state (tool_angle, tool_spin), its moment of inertia a parameter
     (tool_inertia; default: a uniform body's of its shape and of the tool_mass given); the actions are wrenches on
     the tools besides their weight (tool_wrench, shape (T, n_tools, 3): force (x, y) and torque). The module's
-    docstring gives the step."""
+    docstring gives the step. With a 3D body it makes a Tumbling3D (quaternions, three principal moments)."""
 
     PARAMS = Coupled.PARAMS + (
         Quantity("tool_inertia", 1.0, "kg m^2", "moment of inertia of each tool about its centre (2D: per metre of "
@@ -63,17 +78,21 @@ class Tumbling(Coupled, Sculpting):
     SCRATCH = Coupled.SCRATCH + (Scratch("tool_angular_impulse", "N m s", "the material's angular impulse on each "
                                          "tool about its centre during the step", shape=("n_tools",), keep=False),)
 
+    def __new__(cls, horizon=None, batch=1, dt=None, body=None, *args, **kwargs):
+        # a 3D body's tools turn by quaternions, with three principal moments: Tumbling3D
+        space = cls is Tumbling and isinstance(body, Body) and body.dim == 3
+        return super().__new__(Tumbling3D if space else cls)
+
     def __init__(self, horizon, batch=1, dt=None, body=None, n_grid=32, tools=None, **values):
-        dims = {t.dim for t in tools if isinstance(t, Tool)} if isinstance(tools, (list, tuple)) else set()
-        if isinstance(body, Body) and body.dim == 3 or 3 in dims:
-            raise ValueError("Tumbling: free bodies turn in 2D only; in 3D, Coupled's bodies move without turning")
         if body is None and tools is None and isinstance(n_grid, (int, np.integer)) and n_grid > 0:
             # lying, so that its turn moves what it pushes; MPM checks n_grid itself
             tools = [Tool.capsule([0.5, BAND / n_grid + 0.125], 0.03, 0.015)]
-        if isinstance(tools, (list, tuple)) and all(getattr(t, "dim", 0) == 2 for t in tools) and tools \
-                and "tool_inertia" not in values:
+        dim = body.dim if isinstance(body, Body) else 2
+        if isinstance(tools, (list, tuple)) and tools and all(getattr(t, "dim", 0) == dim for t in tools) \
+                and "tool_inertia" not in values:  # else Shaping names what tools must be
             mass = np.broadcast_to(np.asarray(values.get("tool_mass", 1.0), float), (len(tools),))
-            values["tool_inertia"] = mass * [second_moment(t.half, t.radius) for t in tools]
+            moments = second_moment if dim == 2 else principal_moments
+            values["tool_inertia"] = np.array([m * moments(t.half, t.radius) for m, t in zip(mass, tools)])
         super().__init__(horizon, batch, dt, body, n_grid, tools, **values)
 
     # ---- the action: a force and a torque ----------------------------------------------------------------------
@@ -157,3 +176,145 @@ class Tumbling(Coupled, Sculpting):
         self.add_spin(s, bar, k, W_bar)
         self.add_moved(s, bar, k, bar.next_state("tool_pos", k))
         self.add_turned(s, bar, k, bar.next_state("tool_angle", k))
+
+
+@ti.func
+def through(axes, moments, v):
+    """axes diag(moments) axes^T v: the tensor whose principal values along the columns of `axes` are `moments`,
+    applied to v (an inertia about a body's axes, or its inverse, in the world's)."""
+    return turned(axes, moments * turned_back(axes, v))
+
+
+@ti.func
+def through_reverse(axes, moments, v, bar):
+    """(axes_bar, moments_bar, v_bar) of through(axes, moments, v) given bar."""
+    local = turned_back(axes, v)
+    local_bar = turned_back(axes, bar)
+    return bar.outer_product(moments * local) + v.outer_product(moments * local_bar), local_bar * local, \
+        turned(axes, moments * local_bar)
+
+
+class Tumbling3D(Tumbling):
+    """Tumbling with a 3D body, which Tumbling(body=<a 3D Body>, ...) makes. Each tool's orientation is a quaternion
+    (tool_orientation, Sculpting's), its angular velocity a vector in the grid's frame (tool_spin), its inertia three
+    principal moments about its own axes (tool_inertia; default: a uniform body's of its shape and mass), and the
+    actions six-entry wrenches, force and torque. In a step, with R and R' the tool's axes at its start and its end:
+
+        w = W + dt I_R^-1 tau,  q' = turn(w, dt) q                  (I_R = R diag(I) R^T)
+        L' = I_R W + dt tau + A                                     A: the material's angular impulse about X'
+        W' = I_R'^-1 L'
+
+    so the angular momentum the body ends with is what it started with, the torque's and the material's added: a body
+    flying free keeps its angular momentum exactly while its angular velocity turns with it (explicit in the
+    orientation: first order in dt)."""
+
+    PARAMS = Coupled.PARAMS + (
+        Quantity("tool_inertia", 1.0, "kg m^2", "principal moments of inertia of each tool about its centre and its "
+                 "own axes", shape=("n_tools", 3), bounds="(0, inf)"),
+    )
+    STATE = Coupled.STATE + Sculpting3D.STATE[-1:] + (
+        Quantity("tool_spin", 0.0, "rad/s", "angular velocity of each tool about the grid's axes",
+                 shape=("n_tools", 3)),)
+    ACTION = (Quantity("tool_wrench", 0.0, "N, N m", "force (x, y, z) and torque (about the grid's axes) on each tool "
+                       "besides its weight and the material's push", shape=("n_tools", 6)),)
+    SCRATCH = Coupled.SCRATCH + (Scratch("tool_angular_impulse", "N m s", "the material's angular impulse on each "
+                                         "tool about its centre during the step", shape=("n_tools", 3), keep=False),)
+
+    def __init__(self, horizon, batch=1, dt=None, body=None, n_grid=32, tools=None, **values):
+        if not (isinstance(body, Body) and body.dim == 3):
+            raise ValueError("Tumbling3D: body must be a 3D tisim.systems.mpm.Body (Tumbling takes either)")
+        super().__init__(horizon, batch, dt, body, n_grid, tools, **values)
+
+    # ---- the action: a force and a torque ----------------------------------------------------------------------
+    @ti.func
+    def force(self, s: ti.template(), k):
+        a = s.action("tool_wrench", k)
+        return ti.Vector([a[0], a[1], a[2]])
+
+    @ti.func
+    def add_force(self, bar: ti.template(), k, value):
+        bar.add_action("tool_wrench", k, ti.Vector([value[0], value[1], value[2], 0.0, 0.0, 0.0]))
+
+    @ti.func
+    def torque(self, s: ti.template(), k):
+        a = s.action("tool_wrench", k)
+        return ti.Vector([a[3], a[4], a[5]])
+
+    @ti.func
+    def add_torque(self, bar: ti.template(), k, value):
+        bar.add_action("tool_wrench", k, ti.Vector([0.0, 0.0, 0.0, value[0], value[1], value[2]]))
+
+    @ti.func
+    def spin(self, s: ti.template(), k):
+        """Tool k's angular velocity as the material meets it: its own moved on by the action's torque."""
+        axes = rotations.axes(s.state("tool_orientation", k))
+        return s.state("tool_spin", k) + s.dt * through(axes, 1.0 / s.param("tool_inertia", k), self.torque(s, k))
+
+    @ti.func
+    def add_spin(self, s: ti.template(), bar: ti.template(), k, value):
+        q, inertia = s.state("tool_orientation", k), s.param("tool_inertia", k)
+        axes_bar, inverse_bar, torque_bar = through_reverse(rotations.axes(q), 1.0 / inertia, self.torque(s, k),
+                                                            s.dt * value)
+        bar.add_state("tool_spin", k, value)
+        self.add_torque(bar, k, torque_bar)
+        bar.add_param("tool_inertia", k, -inverse_bar / (inertia * inertia))
+        bar.add_state("tool_orientation", k, rotations.axes_reverse(q, axes_bar))
+
+    # ---- the grid gives back an impulse and an angular impulse -----------------------------------------------------
+    @ti.func
+    def take_impulse(self, s: ti.template(), c, k, J):
+        s.accumulate("tool_impulse", k, J)
+        s.accumulate("tool_angular_impulse", k, (self.node(c) - self.moved(s, k)).cross(J))
+
+    @ti.func
+    def take_impulse_reverse(self, s: ti.template(), bar: ti.template(), c, k, J):
+        d, A_bar = self.node(c) - self.moved(s, k), bar.scratch("tool_angular_impulse", k)
+        self.add_moved(s, bar, k, -J.cross(A_bar))
+        return bar.scratch("tool_impulse", k) + A_bar.cross(d)
+
+    # ---- the tools' phase: the angular momentum after the push, in the turned body -------------------------------
+    @ti.func
+    def angular_momentum(self, s: ti.template(), k):
+        """Tool k's angular momentum at the end of the step, L' = I_R W + dt tau + A."""
+        axes = rotations.axes(s.state("tool_orientation", k))
+        return through(axes, s.param("tool_inertia", k), s.state("tool_spin", k)) + s.dt * self.torque(s, k) \
+            + s.scratch("tool_angular_impulse", k)
+
+    @ti.func
+    def spun_back(self, s: ti.template(), k):
+        """Tool k's angular velocity at the end of the step: its angular momentum through its turned inertia."""
+        return through(rotations.axes(self.turned(s, k)), 1.0 / s.param("tool_inertia", k), self.angular_momentum(s, k))
+
+    @ti.func
+    def tools(self, s: ti.template(), k):
+        s.advance("tool_vel", k, self.pushed_back(s, k))
+        s.advance("tool_spin", k, self.spun_back(s, k))
+        s.advance("tool_pos", k, self.moved(s, k))
+        s.advance("tool_orientation", k, self.turned(s, k))
+
+    @ti.func
+    def tools_fused(self, s: ti.template(), k):
+        s.set_next("tool_vel", k, self.pushed_back(s, k))
+        s.set_next("tool_spin", k, self.spun_back(s, k))
+        s.set_next("tool_pos", k, self.moved(s, k))
+        s.set_next("tool_orientation", k, self.turned(s, k))
+
+    @ti.func
+    def tools_reverse(self, s: ti.template(), bar: ti.template(), k):
+        M, inertia, impulse = s.param("tool_mass", k), s.param("tool_inertia", k), s.scratch("tool_impulse", k)
+        U_bar = bar.next_state("tool_vel", k) * self.kept(s, k, self.velocity(s, k) + impulse / M)
+        bar.accumulate("tool_impulse", k, U_bar / M)
+        bar.add_param("tool_mass", k, -U_bar.dot(impulse) / (M * M))
+        self.add_velocity(s, bar, k, U_bar)
+        # W' = I_R'^-1 L', L' = I_R W + dt tau + A
+        q, q_end = s.state("tool_orientation", k), self.turned(s, k)
+        end_bar, inverse_bar, L_bar = through_reverse(rotations.axes(q_end), 1.0 / inertia,
+                                                      self.angular_momentum(s, k), bar.next_state("tool_spin", k))
+        start_bar, inertia_bar, W_bar = through_reverse(rotations.axes(q), inertia, s.state("tool_spin", k), L_bar)
+        bar.add_state("tool_spin", k, W_bar)
+        bar.add_param("tool_inertia", k, inertia_bar - inverse_bar / (inertia * inertia))
+        bar.add_state("tool_orientation", k, rotations.axes_reverse(q, start_bar))
+        self.add_torque(bar, k, s.dt * L_bar)
+        bar.accumulate("tool_angular_impulse", k, L_bar)
+        self.add_turned(s, bar, k, rotations.axes_reverse(q_end, end_bar) + bar.next_state("tool_orientation", k))
+        self.add_moved(s, bar, k, bar.next_state("tool_pos", k))
