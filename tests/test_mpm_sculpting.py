@@ -75,20 +75,28 @@ def test_a_rolling_pin_drags_the_clay_less_than_a_sliding_one():
     (angular velocity -u / r, its rim still where it meets the clay) it carries the slab along less than half as far
     as sliding without turning does, and spinning backwards further than sliding (measured: the points' mean
     displacements 2.9, 8.6 and 15.8 mm)."""
-    body, r, steps, down = Body.box([0.3, FLOOR], [0.7, FLOOR + 0.08], 0.5 / N_GRID), 0.04, 400, 100
-    sim = Sculpting(horizon=steps, body=body, n_grid=N_GRID, tools=[Tool.sphere([0.4, FLOOR + 0.122], r, mu=1.0)],
-                    material="von_mises", E=1e5, yield_stress=3000.0)
-    twist = np.zeros((steps, 1, 3))
+    body = Body.box([0.3, FLOOR], [0.7, FLOOR + 0.08], 0.5 / N_GRID)
+    carried = rolled(body, N_GRID, Tool.sphere([0.4, FLOOR + 0.122], 0.04, mu=1.0))
+    assert 0 < carried["rolling"] < 0.5 * carried["sliding"] < 0.75 * carried["backwards"], carried
+
+
+def rolled(body, n_grid, pin, steps=400, down=100):
+    """How far a von Mises slab's points are carried along x, on average, by `pin` (radius r, friction 1) pressed
+    1.2 cm in over `down` steps, then moved 10 cm along x, rolling (turning at -u / r about z), sliding and spinning
+    backwards: {"rolling": m, "sliding": m, "backwards": m}."""
+    sim = Sculpting(horizon=steps, body=body, n_grid=n_grid, tools=[pin], material="von_mises", E=1e5,
+                    yield_stress=3000.0)
+    twist = np.zeros((steps, 1, sim.actions.shape[-1]))  # the angular velocity about z is the last entry
     twist[:down, 0, 1] = -0.012 / (down * sim.dt)
     u = 0.1 / ((steps - down) * sim.dt)
     twist[down:, 0, 0] = u
     carried = {}
-    for name, spin in (("rolling", -u / r), ("sliding", 0.0), ("backwards", u / r)):
-        twist[down:, 0, 2] = spin
+    for name, spin in (("rolling", -u / pin.radius), ("sliding", 0.0), ("backwards", u / pin.radius)):
+        twist[down:, 0, -1] = spin
         sim.set_actions(twist)
         pos = sim.rollout()["pos"][0]
         carried[name] = np.mean(pos[-1, :, 0] - pos[down, :, 0])
-    assert 0 < carried["rolling"] < 0.5 * carried["sliding"] < 0.75 * carried["backwards"], carried
+    return carried
 
 
 def twisted(cls=Sculpting):
@@ -199,20 +207,7 @@ def test_a_3d_rolling_pin_drags_the_clay_less_than_a_sliding_one():
     """A capsule along z of radius 4 cm with friction 1, pressed 1.2 cm into the slab and moved 10 cm along x,
     carries the clay less far rolling (angular velocity -u / r about z) than sliding, and sliding less far than
     spinning backwards (2D's rolling pin, in 3D: the rigid motion w x d; measured 4.0, 13.8 and 17.3 mm)."""
-    r, steps, down = 0.04, 400, 100
-    pin = Tool.capsule([0.4, FLOOR_3D + 0.122, 0.5], 0.06, r, axis=2, mu=1.0)
-    sim = Sculpting(horizon=steps, body=SLAB_3D, n_grid=GRID_3D, tools=[pin], material="von_mises", E=1e5,
-                    yield_stress=3000.0)
-    twist = np.zeros((steps, 1, 6))
-    twist[:down, 0, 1] = -0.012 / (down * sim.dt)
-    u = 0.1 / ((steps - down) * sim.dt)
-    twist[down:, 0, 0] = u
-    carried = {}
-    for name, spin in (("rolling", -u / r), ("sliding", 0.0), ("backwards", u / r)):
-        twist[down:, 0, 5] = spin
-        sim.set_actions(twist)
-        pos = sim.rollout()["pos"][0]
-        carried[name] = np.mean(pos[-1, :, 0] - pos[down, :, 0])
+    carried = rolled(SLAB_3D, GRID_3D, Tool.capsule([0.4, FLOOR_3D + 0.122, 0.5], 0.06, 0.04, axis=2, mu=1.0))
     assert 0 < carried["rolling"] < 0.5 * carried["sliding"] < 0.75 * carried["backwards"], carried
 
 
