@@ -67,6 +67,30 @@ def test_a_body_falls_onto_the_floor_and_stays_there():
     assert low[1000] <= FLOOR and np.abs(low[1000:] - low[1000]).max() < 1e-12
 
 
+def landed(traj, surface, dt=1e-3):
+    """Where a free body dropped onto the floor lands: the first step after the start it does not fall must be the
+    step after the one whose place first lies below `surface` (where its centre is when its lowest point touches the
+    floor), that place less than that step's fall below it, and there it stays."""
+    y, v = traj["tool_pos"][0, :, 0, 1], traj["tool_vel"][0, :, 0, 1]
+    first = 1 + int(np.argmax(v[1:] == 0.0))
+    assert 0 < first < len(v) - 10 and np.all(v[first:] == 0.0)
+    assert y[first - 2] > surface >= y[first - 1] > surface - dt * abs(v[first - 1])
+    assert np.all(y[first - 1:] == y[first - 1])
+
+
+def test_a_turned_body_meets_the_floor_where_its_corner_does():
+    """A rounded box turned 0.6 rad, dropped beside the clay: it stops falling when its lowest corner reaches the
+    floor, |sin| a + |cos| b + r above it (2.45 cm; unturned it would be 1.5 cm), and keeps its angle."""
+    body = Body.box([0.1, FLOOR], [0.2, FLOOR + 0.05], H / 2)
+    half, radius, angle = np.array([0.02, 0.01]), 0.005, 0.6
+    sim = Tumbling(horizon=300, body=body, dt=1e-3, tools=[Tool.box([0.7, 0.3], half, radius)],
+                   tool_softness=0.001)
+    sim.set_initial_state(tool_angle=[angle])
+    traj = sim.rollout()
+    landed(traj, FLOOR + abs(np.sin(angle)) * half[0] + abs(np.cos(angle)) * half[1] + radius)
+    assert np.all(traj["tool_angle"][0, :, 0] == angle)
+
+
 def lattice_second_moment(half, radius, n=1201):
     """The same polar second moment per unit area, by counting a fine lattice's points inside the shape."""
     (a, b), r = half, radius
@@ -221,6 +245,24 @@ def test_a_free_3d_body_keeps_its_angular_momentum_and_turns_as_eulers_equations
         assert np.abs(L - L[0]).max() < 1e-12 * np.abs(L[0]).max()
         errors.append(np.abs(rotation(Q[-1]) - rotation(euler_reference(q0, W0, inertia, 0.3))).max())
     assert errors[0] < 0.02 and 1.8 < errors[0] / errors[1] < 2.2, errors
+
+
+def test_a_turned_3d_body_meets_the_floor_where_its_corner_does():
+    """A rounded box turned about a slanted axis, dropped beside a clay block: it stops falling when its lowest
+    point reaches the floor, sum_i |R_yi| half_i + r above it (R its rotation, written in this test), and keeps its
+    orientation."""
+    floor = BAND / GRID_3D
+    body = Body.box([0.2, floor, 0.2], [0.3, floor + 0.05, 0.3], H_3D / 2)
+    half, radius = np.array([0.03, 0.015, 0.02]), 0.005
+    q0 = np.array([0.9, 0.3, -0.2, 0.25]) / np.linalg.norm([0.9, 0.3, -0.2, 0.25])
+    sim = Tumbling(horizon=250, body=body, n_grid=GRID_3D, dt=1e-3, tools=[Tool.box([0.7, 0.35, 0.6], half, radius)],
+                   tool_softness=0.001)
+    sim.set_initial_state(tool_orientation=[q0])
+    traj = sim.rollout()
+    reach = np.abs(rotation(q0)[1]) @ half + radius
+    assert reach > half[1] + radius + 0.01  # unturned it would stop a centimetre lower
+    landed(traj, floor + reach)
+    assert np.all(traj["tool_orientation"][0, :, 0] == q0)
 
 
 def test_the_3d_default_inertia_is_a_uniform_bodys_of_its_shape_and_mass():

@@ -94,11 +94,17 @@ class Coupled(Shaping):
         return bar.scratch("tool_impulse", k)
 
     @ti.func
+    def reach(self, s: ti.template(), k):
+        """How far tool k's shape reaches from its centre along each of the grid's axes: the half extents of the box
+        that bounds it."""
+        return s.param("tool_half", k) + s.param("tool_radius", k)
+
+    @ti.func
     def kept(self, s: ti.template(), k, U):
         """1 per axis, or 0 where tool k's box reaches past a wall (the walls' BAND cells in, as the material's) and
         the velocity U would take it further: a free tool stops moving into the walls and the floor, sliding along
         them without friction."""
-        reach = s.param("tool_half", k) + s.param("tool_radius", k)
+        reach = self.reach(s, k)
         X, low, high = s.state("tool_pos", k), BAND / self.n_grid, 1.0 - BAND / self.n_grid
         return ti.Vector([1.0 - ti.select((X[j] - reach[j] <= low and U[j] < 0.0)
                                           or (X[j] + reach[j] >= high and U[j] > 0.0), 1.0, 0.0)

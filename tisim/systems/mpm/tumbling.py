@@ -17,7 +17,8 @@ frictionless disc, pushed along its normals only, gains no spin, and without gra
 momentum about any point, the material's (sum m_p x_p x v_p and APIC's own part, m_p h^2 / 4 (C_yx - C_xy) on
 MLS-MPM's quadratic weights) and the bodies' (X x M U + I W), stays what it was to rounding, as the momentum does.
 The coupling is otherwise Coupled's, staggered, with its limits; the bodies meet the material, the walls and the floor
-as Coupled's do (the walls stop their motion into them, not their turning), not each other.
+as Coupled's do (the walls stop their motion into them once their turned shape reaches one, not their turning), not
+each other.
 """
 import numpy as np
 import taichi as ti
@@ -104,6 +105,19 @@ class Tumbling(Coupled, Sculpting):
     @ti.func
     def add_force(self, bar: ti.template(), k, value):
         bar.add_action("tool_wrench", k, ti.Vector([value[0], value[1], 0.0]))
+
+    @ti.func
+    def reach(self, s: ti.template(), k):
+        """How far tool k's turned shape reaches from its centre along each of the grid's axes, at the step's start:
+        a rounded box's outermost point along axis j lies sum_i |R_ji| half_i + radius out (R its rotation), so a
+        turned body meets a wall where its corner does."""
+        half, radius = s.param("tool_half", k), s.param("tool_radius", k)
+        if ti.static(self.dim == 2):
+            angle = s.state("tool_angle", k)
+            c, n = ti.abs(ti.cos(angle)), ti.abs(ti.sin(angle))
+            return ti.Vector([c * half[0] + n * half[1], n * half[0] + c * half[1]]) + radius
+        else:
+            return ti.abs(rotations.axes(s.state("tool_orientation", k))) @ half + radius
 
     @ti.func
     def moved(self, s: ti.template(), k):
