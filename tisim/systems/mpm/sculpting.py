@@ -55,8 +55,9 @@ class Sculpting(Shaping):
         if "tool_orientation" in values:
             q = np.asarray(values["tool_orientation"], dtype=float)
             if q.ndim and q.shape[-1] == 4 and np.any(np.sum(q * q, axis=-1) < 1e-12):
-                raise ValueError("set_initial_state: tool_orientation must be nonzero quaternions (w, x, y, z) of "
-                                 "length near 1; one has a length below 1e-6")
+                raise ValueError("set_initial_state: tool_orientation must be nonzero quaternions (w, x, y, z), "
+                                 "each of length at least 1e-6 (any such length stands for its rotation); one is "
+                                 "shorter")
         super().set_initial_state(**values)
 
     # ---- the action: the velocity and the angular velocity -------------------------------------------------------
