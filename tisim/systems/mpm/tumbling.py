@@ -214,13 +214,14 @@ class Tumbling3D(Tumbling):
     principal moments about its own axes (tool_inertia; default: a uniform body's of its shape and mass), and the
     actions six-entry wrenches, force and torque. In a step, with R and R' the tool's axes at its start and its end:
 
-        w = W + dt I_R^-1 tau,  q' = turn(w, dt) q                  (I_R = R diag(I) R^T)
+        w = W + dt I_R^-1 tau                                       (I_R = R diag(I) R^T)
+        q_h = turn(w, dt / 2) q,  q' = turn(I_Rh^-1 I_R w, dt) q    (R_h: q_h's axes; the explicit midpoint)
         L' = I_R W + dt tau + A                                     A: the material's angular impulse about X'
         W' = I_R'^-1 L'
 
     so the angular momentum the body ends with is what it started with, the torque's and the material's added: a body
-    flying free keeps its angular momentum exactly while its angular velocity turns with it (explicit in the
-    orientation: first order in dt)."""
+    flying free keeps its angular momentum exactly while its angular velocity turns with it, and its orientation is
+    second order in dt (the material meets its surface moving at u + w x d)."""
 
     PARAMS = Coupled.PARAMS + (
         Quantity("tool_inertia", 1.0, "kg m^2", "principal moments of inertia of each tool about its centre and its "
@@ -273,6 +274,33 @@ class Tumbling3D(Tumbling):
         self.add_torque(bar, k, torque_bar)
         bar.add_param("tool_inertia", k, -inverse_bar / (inertia * inertia))
         bar.add_state("tool_orientation", k, rotations.axes_reverse(q, axes_bar))
+
+    # ---- the turn: at the angular velocity of the step's middle ------------------------------------------------
+    @ti.func
+    def turned(self, s: ti.template(), k):
+        """Tool k's orientation at the end of the step: turned by the angular velocity its angular momentum I_R w
+        gives it halfway, where turning by w for half the step puts it (explicit midpoint: second order in dt)."""
+        q, w, inertia = s.state("tool_orientation", k), self.spin(s, k), s.param("tool_inertia", k)
+        halfway = rotations.product(rotations.turn(w, 0.5 * s.dt), q)
+        middle = through(rotations.axes(halfway), 1.0 / inertia, through(rotations.axes(q), inertia, w))
+        return rotations.product(rotations.turn(middle, s.dt), q)
+
+    @ti.func
+    def add_turned(self, s: ti.template(), bar: ti.template(), k, value):
+        q, w, inertia = s.state("tool_orientation", k), self.spin(s, k), s.param("tool_inertia", k)
+        halfway = rotations.product(rotations.turn(w, 0.5 * s.dt), q)
+        start, between = rotations.axes(q), rotations.axes(halfway)
+        momentum = through(start, inertia, w)
+        middle = through(between, 1.0 / inertia, momentum)
+        turn_bar, q_bar = rotations.product_reverse(rotations.turn(middle, s.dt), q, value)
+        between_bar, inverse_bar, momentum_bar = through_reverse(between, 1.0 / inertia, momentum,
+                                                                 rotations.turn_reverse(middle, s.dt, turn_bar))
+        start_bar, inertia_bar, w_bar = through_reverse(start, inertia, w, momentum_bar)
+        half_turn_bar, q_half_bar = rotations.product_reverse(rotations.turn(w, 0.5 * s.dt), q,
+                                                              rotations.axes_reverse(halfway, between_bar))
+        bar.add_state("tool_orientation", k, q_bar + q_half_bar + rotations.axes_reverse(q, start_bar))
+        bar.add_param("tool_inertia", k, inertia_bar - inverse_bar / (inertia * inertia))
+        self.add_spin(s, bar, k, w_bar + rotations.turn_reverse(w, 0.5 * s.dt, half_turn_bar))
 
     # ---- the grid gives back an impulse and an angular impulse -----------------------------------------------------
     @ti.func
