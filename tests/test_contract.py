@@ -18,9 +18,18 @@ SYSTEMS = [getattr(tisim.systems, name) for name in tisim.systems.__all__
 IDS = [cls.__name__ for cls in SYSTEMS]
 
 
+# Three of the tools' systems check their structure on elastic material: their default, von Mises clay, compiles
+# each of the contract's kinds of pass (one launch per step, debug mode) for about 30 s more, and MPM's own tests
+# check that law's gradients against central differences (and, in make stress, against Taichi's reverse mode).
+# Coupled keeps its clay: on elastic material its dropped disc meets a kink of the push law within the contract's
+# difference step (1e-5: 1e-3 to 6e-2 off there, 1.4e-5 at a step of 1e-6, where rounding sets the floor).
+KEYWORDS = {name: dict(material="neo_hookean") for name in ("Shaping", "Sculpting", "Tumbling")}
+
+
 @pytest.mark.parametrize("cls", SYSTEMS, ids=IDS)
 def test_the_system_keeps_the_contract(cls):
-    report = check_system(cls)  # raises AssertionError naming the failed checks, with the report
+    # raises AssertionError naming the failed checks, with the report
+    report = check_system(cls, keywords=KEYWORDS.get(cls.__name__))
     names = [check.name for check in report.checks]
     # the checks that must have run on every system (a check skipped by mistake would pass silently)
     for name in ("declarations", "units", "construction", "bad_input", "rollout", "finite", "agreement/checkpointed",
