@@ -34,8 +34,8 @@ from tisim.tasks import identify, optimize_actions  # noqa: E402
 
 SYSTEMS = [getattr(tisim.systems, name) for name in tisim.systems.__all__]
 # small instances: a reverse-mode Jacobian takes one backward pass per state entry
-# and for the tools' systems, whose default clay (von Mises) compiles each new kind of pass for about 30 s more:
-# elastic material, as the surface is the same
+# and for the tools' systems elastic material: their default clay (von Mises) compiles each new kind of pass several
+# times longer, and the surface is the same
 ELASTIC = dict(material="neo_hookean")
 SMALL = dict(MassSpring=dict(robot=grid(2, 2)), StiffChain=dict(n=2), ResidualPendulum=dict(hidden=3),
              MPM=dict(body=Body.box([0.45, 0.45], [0.55, 0.55], 0.05), n_grid=8), Shaping=ELASTIC,

@@ -19,7 +19,7 @@ IDS = [cls.__name__ for cls in SYSTEMS]
 
 
 # Three of the tools' systems check their structure on elastic material: their default, von Mises clay, compiles
-# each of the contract's kinds of pass (one launch per step, debug mode) for about 30 s more, and MPM's own tests
+# each of the contract's kinds of pass (one launch per step, debug mode) several times longer, and MPM's own tests
 # check that law's gradients against central differences (and, in make stress, against Taichi's reverse mode).
 # Coupled keeps its clay: on elastic material its dropped disc meets a kink of the push law within the contract's
 # difference step (1e-5: 1e-3 to 6e-2 off there, 1.4e-5 at a step of 1e-6, where rounding sets the floor).
