@@ -336,3 +336,75 @@ def test_a_clay_task_reaches_its_target_by_its_hidden_plan_and_rewards_what_it_r
 def test_the_pinch_vector_env_is_the_single_envs_stepped_together():
     from tisim.envs import Pinch
     assert_vector_is_singles("tisim/Pinch-v0", Pinch, 2, np.random.default_rng(0).uniform(-1, 1, (3, 2, 4)), 0)
+
+
+def test_the_soft_walker_passes_the_env_checker_and_draws_its_body():
+    from tisim.envs import SoftWalker
+    env = gymnasium.make("tisim/SoftWalker-v0", render_mode="rgb_array").unwrapped
+    assert isinstance(env, SoftWalker) and env.observation_space.shape == (173,) and env.action_space.shape == (5,)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        check_env(env, skip_render_check=False)
+    env.reset(seed=1)
+    picture = env.render()
+    assert picture.shape == (240, 320, 3) and picture.dtype == np.uint8
+    assert (np.abs(picture.astype(int) - [200, 60, 50]).sum(axis=2) < 30).sum() > 43  # the particles' dots
+
+
+def test_the_soft_walkers_task_on_written_states():
+    """Reset, observation, reward and termination as documented, on states written by hand; robots without
+    actuators are refused by name, and a 3D robot observes 6 N + 1 numbers."""
+    from tisim.envs import SoftWalker
+    from tisim.systems.mass_spring import Robot
+    env = SoftWalker()
+    particles = env.robot.particles
+    obs, _ = env.reset(seed=4)
+    np.testing.assert_array_equal(env.state["pos"], particles)
+    assert 0 < np.abs(env.state["vel"]).max() <= 0.05
+    centroid = particles.mean(axis=0)
+    np.testing.assert_array_equal(obs[:86], (particles - centroid).ravel())
+    np.testing.assert_array_equal(obs[86:172], env.state["vel"].ravel())
+    assert obs[172] == centroid[1]
+    before = {"pos": np.stack([particles] * 3), "vel": np.zeros((3,) + particles.shape)}
+    after = {"pos": before["pos"] + [0.02, 0.01], "vel": np.zeros((3,) + particles.shape)}
+    after["pos"][1] -= [0.05, 0.0]
+    after["vel"][2, 7, 1] = np.inf
+    action = np.full((3, 5), 0.5)
+    np.testing.assert_allclose(env.reward(before, after, action), [2.0 - 0.0125, -3.0 - 0.0125, 2.0 - 0.0125],
+                               rtol=1e-12)
+    np.testing.assert_array_equal(env.terminated(after), [False, False, True])
+    np.testing.assert_array_equal(env.effort(action), np.full((3, 5), 0.125))
+    cloth = Robot(name="cloth", particles=particles, springs=env.robot.springs, actuators=[])
+    with pytest.raises(ValueError, match="robot 'cloth' has no actuators"):
+        SoftWalker(robot=cloth)
+    with pytest.raises(TypeError, match="robot must be"):
+        SoftWalker(robot=3)
+    solid = gymnasium.make("tisim/SoftWalker-v0", robot="quadruped3d").unwrapped
+    obs, _ = solid.reset(seed=0)
+    assert obs.shape == solid.observation_space.shape == (6 * 66 + 1,)
+    assert np.isfinite(solid.step(np.ones(5))[0]).all()
+
+
+def test_a_soft_walker_step_is_its_simulators_rollout():
+    """An env step runs MassSpring for 20 steps of 0.5 ms with the activation 0.25 a (a clipped to [-1, 1])."""
+    from tisim.envs import SoftWalker
+    from tisim.systems.mass_spring import MassSpring
+    env = SoftWalker()
+    env.reset(seed=2)
+    action = np.array([1.7, -0.3, 0.9, -1.2, 0.0])
+    before = env.state
+    obs, reward, terminated, truncated, _ = env.step(action)
+    sim = MassSpring(horizon=20, dt=5e-4, robot="quadruped", eps=0.1, **before)
+    sim.set_actions(np.tile(0.25 * np.clip(action, -1, 1), (20, 1)))
+    traj = sim.rollout()
+    np.testing.assert_allclose(env.state["pos"], traj["pos"][0, -1], rtol=0, atol=1e-14)
+    np.testing.assert_allclose(env.state["vel"], traj["vel"][0, -1], rtol=0, atol=1e-12)
+    moved = traj["pos"][0, -1, :, 0].mean() - before["pos"][:, 0].mean()
+    assert reward == pytest.approx(moved / 0.01 - 0.01 * np.sum(np.clip(action, -1, 1) ** 2), rel=1e-12)
+    assert not terminated and not truncated
+
+
+def test_the_soft_walker_vector_env_is_the_single_envs_stepped_together():
+    from tisim.envs import SoftWalker
+    assert_vector_is_singles("tisim/SoftWalker-v0", SoftWalker, 3,
+                             np.random.default_rng(1).uniform(-1.2, 1.2, (6, 3, 5)), 8)

@@ -138,6 +138,13 @@ def ant_vector(num_envs, **kwargs):
     return SimulatedVectorEnv(Ant, num_envs, **kwargs)
 
 
+def soft_walker_vector(num_envs, **kwargs):
+    """The vector entry point of tisim/SoftWalker-v0 (gymnasium.make_vec)."""
+    from tisim.envs.walk import SoftWalker
+
+    return SimulatedVectorEnv(SoftWalker, num_envs, **kwargs)
+
+
 def pinch_vector(num_envs, **kwargs):
     """The vector entry point of tisim/Pinch-v0 (gymnasium.make_vec)."""
     from tisim.envs.shape import Pinch
