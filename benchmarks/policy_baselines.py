@@ -14,6 +14,9 @@
 #            iterations)
 #   refined  the same SHAC run, then the demo's second stage: analytic policy gradients through whole episodes
 #            (8 environments, Adam 2e-3, 1500 iterations); the shac curves are this run's first stage
+#   lbfgs    the same SHAC run, then L-BFGS (tisim.optim.lbfgs) on the mean cost of 16 whole episodes from starts
+#            drawn once: fixed starts make the cost a deterministic function of the weights, so a quasi-Newton
+#            method can take long steps; 40 iterations, every rollout counted (gradients and line-search trials)
 #   ppo      stable_baselines3.PPO("MlpPolicy"): 16 environments (tisim's SimulatedVectorEnv, one simulator),
 #            n_steps 256, batch 256, 10 epochs, lr 3e-4, gamma 0.99, GAE 0.95, clip 0.2, networks (64, 64) tanh,
 #            observations and rewards normalized (VecNormalize): common settings for a small continuous-control task
@@ -25,8 +28,8 @@
 # Writes out/policy_baselines.json (the curves), out/policy_baselines.png (return against steps and against seconds)
 # and a table of the return each method reaches and the steps and seconds each needs to reach PPO's final return.
 #
-# Command: python benchmarks/policy_baselines.py [--methods shac,refined,ppo,cem] [--seeds 3] [--ppo-steps 1000000]
-#          [--shac-iterations 1000] [--cem-iterations 150] [--out out]
+# Command: python benchmarks/policy_baselines.py [--methods shac,refined,lbfgs,ppo,cem] [--seeds 3]
+#          [--ppo-steps 1000000] [--shac-iterations 1000] [--cem-iterations 150] [--out out]
 import argparse
 import importlib.util
 import json
@@ -106,9 +109,12 @@ def network_policy(d, weights):
 SHAC = dict(environments=4, lr=1e-2)
 
 
-def run_shac(d, seed, iterations, score, refine=False):
-    """SHAC's curve; with refine, the run goes on through the demo's whole episodes and the curve's entry
-    "refined_from" marks where."""
+QUASI_NEWTON = dict(episodes=16, iterations=40)  # L-BFGS's fixed whole episodes and iterations
+
+
+def run_shac(d, seed, iterations, score, refine=None):
+    """SHAC's curve; with refine="adam", the run goes on through the demo's whole episodes, with refine="lbfgs"
+    through L-BFGS on fixed whole episodes (refine_by_lbfgs), and the curve's entry "refined_from" marks where."""
     curve = Curve(score)
     every = max(iterations // 20, 1)
     environments = SHAC["environments"]
@@ -130,10 +136,13 @@ def run_shac(d, seed, iterations, score, refine=False):
                           critic=critic, seed=seed, progress=False, callback=callback)
     steps = iterations * settings["window"] * environments
     curve.record(steps, network_policy(d, result.values["w_policy"]))
-    if not refine:
+    if refine is None:
+        return curve.data
+    curve.data["refined_from"] = len(curve.data["steps"]) - 1
+    if refine == "lbfgs":
+        refine_by_lbfgs(d, seed, result.values["w_policy"], curve, steps)
         return curve.data
     stage = d.METHODS["refined"]["whole_episodes"]
-    curve.data["refined_from"] = len(curve.data["steps"]) - 1
     per, every = d.EPISODE * stage["environments"], max(stage["iterations"] // 20, 1)
     whole = d.Swing(horizon=d.EPISODE, batch=stage["environments"], dt=d.DT, seed=seed,
                     w_policy=result.values["w_policy"])
@@ -149,6 +158,36 @@ def run_shac(d, seed, iterations, score, refine=False):
     if stage["iterations"] % every:
         curve.record(steps + stage["iterations"] * per, network_policy(d, result.values["w_policy"]))
     return curve.data
+
+
+def refine_by_lbfgs(d, seed, weights, curve, steps):
+    """The policy fitted to QUASI_NEWTON["episodes"] whole episodes from fixed starts (drawn once, seed + 10000) by
+    tisim.optim.lbfgs: fixed starts make the mean cost a deterministic function of the weights, which a
+    quasi-Newton method needs. Every rollout counts: each gradient's and each line-search trial's episodes."""
+    from tisim.optim import lbfgs
+
+    episodes = QUASI_NEWTON["episodes"]
+    whole = d.Swing(horizon=d.EPISODE, batch=episodes, dt=d.DT, seed=seed,
+                    **d.reset(np.random.default_rng(seed + 10_000), episodes))
+    whole.set_params(obs_scale=d.SCALE)
+    loss = d.running_cost(whole, d.EPISODE)
+    spent = {"steps": steps}
+
+    def rolled(x):
+        whole.set_params(w_policy=np.broadcast_to(x, (episodes, x.size)))
+        spent["steps"] += episodes * d.EPISODE
+
+    def objective(x):
+        rolled(x)
+        g = whole.gradient(loss)
+        return g.value / episodes, g.params["w_policy"].mean(axis=0)
+
+    def value(x):
+        rolled(x)
+        return float(np.sum(whole.evaluate(loss))) / episodes
+
+    lbfgs(objective, weights, iterations=QUASI_NEWTON["iterations"], value=value,
+          callback=lambda i, x, loss: curve.record(spent["steps"], network_policy(d, x)) and False)
 
 
 def sb3_vector_env(num_envs, seed, task=TASK, **options):
@@ -308,7 +347,8 @@ def plot(curves, path):
     """Return against environment steps and against seconds, a line per seed; SHAC's stage is drawn over the
     refined runs' first stage, which it is."""
     from tisim import plots
-    labels = {"refined": "SHAC, then whole episodes", "shac": "SHAC (through the simulator)",
+    labels = {"refined": "SHAC, then whole episodes", "lbfgs": "SHAC, then L-BFGS on 16 fixed episodes",
+              "shac": "SHAC (through the simulator)",
               "ppo": "PPO (stable-baselines3)", "cem": "CEM (weights)"}
     figure = plots.learning_curves_figure({labels[m]: curves[m] for m in labels if m in curves},
                                           title="cart-pole swing-up: return over 32 fixed episodes while training")
@@ -320,7 +360,7 @@ def plot(curves, path):
 def main():
     parser = argparse.ArgumentParser(description="SHAC through the simulator against PPO and CEM on the cart-pole "
                                                  "swing-up.")
-    parser.add_argument("--methods", default="shac,refined,ppo,cem")
+    parser.add_argument("--methods", default="shac,refined,lbfgs,ppo,cem")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--ppo-steps", type=int, default=1_000_000)
     parser.add_argument("--shac-iterations", type=int, default=1000)
@@ -328,8 +368,8 @@ def main():
     parser.add_argument("--out", default="out")
     args = parser.parse_args()
     methods = [m for m in args.methods.split(",") if m]
-    if not methods or any(m not in ("shac", "refined", "ppo", "cem") for m in methods):
-        parser.error(f"--methods takes shac, refined, ppo and cem, got {args.methods!r}")
+    if not methods or any(m not in ("shac", "refined", "lbfgs", "ppo", "cem") for m in methods):
+        parser.error(f"--methods takes shac, refined, lbfgs, ppo and cem, got {args.methods!r}")
     if args.seeds < 1 or args.ppo_steps < 1 or args.shac_iterations < 1 or args.cem_iterations < 1:
         parser.error("--seeds, --ppo-steps, --shac-iterations and --cem-iterations must be >= 1")
 
@@ -342,8 +382,9 @@ def main():
         for seed in range(args.seeds):
             if method == "shac" and "refined" in methods:  # the refined run's first stage
                 continue
-            if method in ("shac", "refined"):
-                curve = run_shac(d, seed, args.shac_iterations, score, refine=method == "refined")
+            if method in ("shac", "refined", "lbfgs"):
+                refine = {"refined": "adam", "lbfgs": "lbfgs"}.get(method)
+                curve = run_shac(d, seed, args.shac_iterations, score, refine=refine)
                 if method == "refined" and "shac" in methods:
                     first = curve["refined_from"] + 1
                     curves["shac"].append({k: v[:first] for k, v in curve.items() if k != "refined_from"})
@@ -364,7 +405,7 @@ def main():
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     record = {"what": "cart-pole swing-up policies: SHAC through the simulator (and refined through whole "
-                      "episodes), PPO, CEM", "task": TASK,
+                      "episodes by Adam or by L-BFGS), PPO, CEM", "task": TASK,
               "scoring": f"mean return over {EPISODES} episodes from seeds {EVALUATION_SEED}.., deterministic policy",
               "command": f"python benchmarks/policy_baselines.py --methods {args.methods} --seeds {args.seeds} "
                          f"--ppo-steps {args.ppo_steps} --shac-iterations {args.shac_iterations} "

@@ -316,3 +316,13 @@ def test_plots_have_labelled_axes_and_no_text_outside_the_figure(tmp_path):
     crowded = Figure(figsize=(2, 1.5))  # the check can fail: a title wider than its figure
     crowded.add_subplot(1, 1, 1).set_title("a title far too long for a figure two inches wide")
     assert plots.text_outside(crowded)
+
+
+def test_learning_curves_of_five_methods_keep_their_legend_inside():
+    """Five methods with names as long as the swing-up benchmark's fit in the legend below the panels."""
+    run = {"steps": [0, 1000, 2000], "seconds": [0.0, 1.0, 2.0], "return": [-900.0, -700.0, -600.0]}
+    names = ["SHAC, then whole episodes", "SHAC, then L-BFGS on 16 fixed episodes", "SHAC (through the simulator)",
+             "PPO (stable-baselines3)", "CEM (weights)"]
+    figure = plots.learning_curves_figure({name: [run, run] for name in names}, "a title")
+    assert plots.text_outside(figure) == []
+    assert [t.get_text() for t in figure.legends[0].get_texts()] == names

@@ -112,7 +112,8 @@ def plot_learning_curves(curves, path, title="", *, ylabel="return"):
 
 def learning_curves_figure(curves, title="", *, ylabel="return"):
     """The figure of ``plot_learning_curves``, not saved."""
-    figure = Figure(figsize=(10, 3.6), layout="constrained")
+    columns = min(len(curves), 3)  # of the legend: five methods with long names in one row run past the figure
+    figure = Figure(figsize=(10, 3.2 + 0.4 * -(-len(curves) // columns)), layout="constrained")
     colours = dict(zip(curves, ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")))
     for k, (key, label) in enumerate((("steps", "environment steps"), ("seconds", "wall-clock [s]"))):
         axes = figure.add_subplot(1, 2, k + 1)
@@ -122,7 +123,7 @@ def learning_curves_figure(curves, title="", *, ylabel="return"):
                           label=method if n == 0 and k == 0 else None)
         axes.set(xlabel=label, ylabel=ylabel, title=f"{ylabel} against {label.split(' [')[0]}")
         axes.grid(True, alpha=0.3)
-    figure.legend(loc="outside lower center", ncols=len(curves), title="method (a line per seed)")
+    figure.legend(loc="outside lower center", ncols=columns, title="method (a line per seed)")
     if title:
         figure.suptitle(title)
     return figure
