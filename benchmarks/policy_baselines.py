@@ -109,12 +109,10 @@ def network_policy(d, weights):
 SHAC = dict(environments=4, lr=1e-2)
 
 
-QUASI_NEWTON = dict(episodes=16, iterations=40)  # L-BFGS's fixed whole episodes and iterations
-
-
 def run_shac(d, seed, iterations, score, refine=None):
     """SHAC's curve; with refine="adam", the run goes on through the demo's whole episodes, with refine="lbfgs"
-    through L-BFGS on fixed whole episodes (refine_by_lbfgs), and the curve's entry "refined_from" marks where."""
+    through L-BFGS on fixed whole episodes (the demo's fit_fixed_episodes), and the curve's entry "refined_from"
+    marks where."""
     curve = Curve(score)
     every = max(iterations // 20, 1)
     environments = SHAC["environments"]
@@ -139,8 +137,10 @@ def run_shac(d, seed, iterations, score, refine=None):
     if refine is None:
         return curve.data
     curve.data["refined_from"] = len(curve.data["steps"]) - 1
-    if refine == "lbfgs":
-        refine_by_lbfgs(d, seed, result.values["w_policy"], curve, steps)
+    if refine == "lbfgs":  # the demo's method lbfgs: L-BFGS on whole episodes from fixed starts
+        stage = d.METHODS["lbfgs"]["fixed_episodes"]
+        d.fit_fixed_episodes(result.values["w_policy"], seed, stage["episodes"], stage["iterations"],
+                             lambda i, w, spent: curve.record(steps + spent, network_policy(d, w)))
         return curve.data
     stage = d.METHODS["refined"]["whole_episodes"]
     per, every = d.EPISODE * stage["environments"], max(stage["iterations"] // 20, 1)
@@ -158,36 +158,6 @@ def run_shac(d, seed, iterations, score, refine=None):
     if stage["iterations"] % every:
         curve.record(steps + stage["iterations"] * per, network_policy(d, result.values["w_policy"]))
     return curve.data
-
-
-def refine_by_lbfgs(d, seed, weights, curve, steps):
-    """The policy fitted to QUASI_NEWTON["episodes"] whole episodes from fixed starts (drawn once, seed + 10000) by
-    tisim.optim.lbfgs: fixed starts make the mean cost a deterministic function of the weights, which a
-    quasi-Newton method needs. Every rollout counts: each gradient's and each line-search trial's episodes."""
-    from tisim.optim import lbfgs
-
-    episodes = QUASI_NEWTON["episodes"]
-    whole = d.Swing(horizon=d.EPISODE, batch=episodes, dt=d.DT, seed=seed,
-                    **d.reset(np.random.default_rng(seed + 10_000), episodes))
-    whole.set_params(obs_scale=d.SCALE)
-    loss = d.running_cost(whole, d.EPISODE)
-    spent = {"steps": steps}
-
-    def rolled(x):
-        whole.set_params(w_policy=np.broadcast_to(x, (episodes, x.size)))
-        spent["steps"] += episodes * d.EPISODE
-
-    def objective(x):
-        rolled(x)
-        g = whole.gradient(loss)
-        return g.value / episodes, g.params["w_policy"].mean(axis=0)
-
-    def value(x):
-        rolled(x)
-        return float(np.sum(whole.evaluate(loss))) / episodes
-
-    lbfgs(objective, weights, iterations=QUASI_NEWTON["iterations"], value=value,
-          callback=lambda i, x, loss: curve.record(spent["steps"], network_policy(d, x)) and False)
 
 
 def sb3_vector_env(num_envs, seed, task=TASK, **options):

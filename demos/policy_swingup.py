@@ -12,6 +12,8 @@
 #   refined  SHAC as above, then analytic policy gradients through whole episodes (240 steps, 8 environments,
 #            1500 iterations): once the policy holds the pole up, the closed loop is stable and the gradient through
 #            the whole episode stays well conditioned; it sees the whole cost where SHAC's sees its critic's estimate
+#   lbfgs    SHAC as above, then L-BFGS on 16 whole episodes from starts drawn once (40 iterations): fixed starts
+#            make the cost a deterministic function of the weights, and a quasi-Newton method takes long steps
 # Each runs for several seeds; the learning curves record the evaluation return (32 fixed starts) against
 # environment steps and wall-clock.
 # Then the trained policy meets what it was not trained on, a 20% heavier pole and a push of 5 N for 0.2 s while it
@@ -21,7 +23,7 @@
 # Writes out/policy_swingup.png (learning curves), out/policy_swingup.gif (policy | open-loop plan, heavier pole and
 # pushed) and out/policy_swingup.json (the curves and the robustness figures).
 #
-# Command: python demos/policy_swingup.py [--methods apg,refined] [--seeds 5] [--iterations N] [--out out]
+# Command: python demos/policy_swingup.py [--methods apg,refined,lbfgs] [--seeds 5] [--iterations N] [--out out]
 import argparse
 import json
 import pathlib
@@ -43,9 +45,11 @@ ENVIRONMENTS, HIDDEN = 16, (16,)  # environments trained side by side, the polic
 METHODS = {"apg": dict(window=80, iterations=800, lr=1e-2, gamma=None),
            "shac": dict(window=40, iterations=1000, lr=5e-3, gamma=0.99),
            "refined": dict(window=40, iterations=1000, lr=5e-3, gamma=0.99,
-                           whole_episodes=dict(environments=8, iterations=1500, lr=2e-3))}
+                           whole_episodes=dict(environments=8, iterations=1500, lr=2e-3)),
+           "lbfgs": dict(window=40, iterations=1000, lr=5e-3, gamma=0.99,
+                         fixed_episodes=dict(episodes=16, iterations=40))}
 LABELS = {"apg": "analytic policy gradients, windows of 80", "shac": "SHAC, windows of 40 and a critic",
-          "refined": "SHAC, then whole episodes"}
+          "refined": "SHAC, then whole episodes", "lbfgs": "SHAC, then L-BFGS on 16 fixed episodes"}
 SCALE = np.array([1.0, 2.0, 1.0, 1.0, 5.0])  # typical sizes of (x, x_dot, sin, cos, theta_dot): the observation scale
 EVALUATION_STARTS, EVERY = 32, 50  # fixed starts of the evaluation, iterations between evaluations
 PUSH_STEP, PUSH_STEPS, PUSH = 150, 12, 5.0  # the push: at 2.5 s, for 0.2 s, 5 N
@@ -138,6 +142,15 @@ def train(seed, method="apg", iterations=None, evaluation=None, every=EVERY):
                           seed=seed, callback=lambda i, w, loss: i % every == 0 and record(i, w))
     if iterations % every:
         record(iterations, result.values["w_policy"])
+    if "fixed_episodes" in settings:  # the second stage: L-BFGS on whole episodes from fixed starts
+        curve["refined_from"] = len(curve["steps"]) - 1
+        stage, before = settings["fixed_episodes"], curve["steps"][-1]
+        weights, steps = fit_fixed_episodes(result.values["w_policy"], seed, stage["episodes"],
+                                            chosen or stage["iterations"],
+                                            lambda i, w, spent: i % every == 0 and record(0, w, before + spent))
+        if curve["steps"][-1] != before + steps:
+            record(0, weights, before + steps)
+        return weights, curve
     stage = settings.get("whole_episodes")
     if stage is None:
         return result.values["w_policy"], curve
@@ -153,6 +166,40 @@ def train(seed, method="apg", iterations=None, evaluation=None, every=EVERY):
     if count % every:
         record(count, result.values["w_policy"], before, per)
     return result.values["w_policy"], curve
+
+
+def fit_fixed_episodes(weights, seed, episodes, iterations, callback=None):
+    """The policy fitted by L-BFGS (tisim.optim.lbfgs) to whole episodes from `episodes` starts drawn once (seed +
+    10000): fixed starts make their mean cost a deterministic function of the weights, which a quasi-Newton method
+    needs. callback(iteration, weights, environment steps so far) after every iteration. Returns (the final weights,
+    the environment steps spent): every rollout counts, each gradient's and each line-search trial's."""
+    from tisim.optim import lbfgs
+
+    sim = Swing(horizon=EPISODE, batch=episodes, dt=DT, seed=seed,
+                **reset(np.random.default_rng(seed + 10_000), episodes))
+    sim.set_params(obs_scale=SCALE)
+    loss = running_cost(sim, EPISODE)
+    spent = [0]
+
+    def rolled(w):
+        sim.set_params(w_policy=np.broadcast_to(w, (episodes, w.size)))
+        spent[0] += episodes * EPISODE
+
+    def mean_cost(w):
+        rolled(w)
+        g = sim.gradient(loss)
+        return g.value / episodes, g.params["w_policy"].mean(axis=0)
+
+    def rollout_only(w):
+        rolled(w)
+        return float(np.sum(sim.evaluate(loss))) / episodes
+
+    def follow(i, w, cost):
+        if callback:
+            callback(i + 1, w, spent[0])
+
+    weights, _, _ = lbfgs(mean_cost, weights, iterations=iterations, value=rollout_only, callback=follow)
+    return weights, spent[0]
 
 
 def open_loop_plan(weights):
@@ -228,11 +275,12 @@ def main(argv=None):
         ".json."))
     parser.add_argument("--methods", default="apg,refined",
                         help="comma-separated training methods: apg (windows of 80 steps), shac (windows of 40 and a "
-                             "critic), refined (shac, then whole episodes); default apg,refined")
+                             "critic), refined (shac, then whole episodes), lbfgs (shac, then L-BFGS on fixed "
+                             "episodes); default apg,refined")
     parser.add_argument("--seeds", type=int, default=5, help="training runs per method, seeds 0..n-1 (default 5)")
     parser.add_argument("--iterations", type=int, default=None,
                         help="training iterations per run and stage (default: 800 for apg, 1000 for shac, "
-                             "1000 and 1500 for refined)")
+                             "1000 and 1500 for refined, 1000 and 40 for lbfgs)")
     parser.add_argument("--out", default="out", help="folder for the pictures and the JSON (default out)")
     args = parser.parse_args(argv)
     methods = [m for m in args.methods.split(",") if m]
