@@ -5,8 +5,10 @@
 # its 10 ms. The controller is a network inside the rollout (tisim.policy.closed_loop): every step it reads the
 # sines and cosines of the joints' coordinates (the target's two slides among them) and their velocities,
 # standardized over a first rollout, through one tanh layer of 32, and sets the two motor commands to
-# 0.05 tanh(output). The gear is 200, so a command of 0.05 is
-# already a strong push on this light arm; a network free to command 1 spins it (docs/tutorials/policies.md).
+# 0.2 tanh(output). The gear is 200, so a command of 0.2 is already a strong push on this light arm, and a network
+# free to command 1 spins it; the output layer starts scaled down four times, so that the fresh network pushes as
+# gently as one bounded at 0.05 (with which training learns, but slowly) until training asks for more
+# (docs/tutorials/policies.md).
 # Training is analytic policy gradients over windows (tisim.tasks.train_policy): 32 environments, episodes of 1 s,
 # half of them starting as Reacher-v5's do (the target anywhere within 0.2 m of the shoulder, the arm near zero) and
 # half with the arm anywhere, windows of 50 steps, each window's loss the mean squared distance from fingertip to
@@ -38,7 +40,8 @@ from tisim.systems.articulation import Articulation
 from tisim.tasks import train_policy
 
 EPISODE, WINDOW, ENVIRONMENTS, LEARNING_RATE = 100, 50, 32, 3e-3  # steps of 10 ms, steps, -, Adam's step
-LIMIT, HIDDEN = 0.05, (32,)
+LIMIT, HIDDEN = 0.2, (32,)
+GENTLE = 0.05  # the fresh network's output layer is scaled by GENTLE / LIMIT
 STARTS, EVALUATION_SEED = 64, 1000  # the scoring's starts and their seed
 TASK = Reacher()
 Arm = closed_loop(Articulation, hidden=HIDDEN, limit=LIMIT, angles=("q",))
@@ -125,11 +128,20 @@ class Scores:
         return float(total.mean())
 
 
+def initial_weights(network, seed):
+    """The network's initial weights (Glorot's), its output layer (the last hidden width times the outputs, and
+    their biases, at the end of the flat layout) scaled by GENTLE / LIMIT."""
+    weights = network.initial_weights(seed)
+    outputs = network.sizes[-1]
+    weights[-(network.sizes[-2] + 1) * outputs:] *= GENTLE / LIMIT
+    return weights
+
+
 def train(seed, iterations, scores, every, report=print):
     """One controller: (its parameters {"w_policy", "obs_mean", "obs_scale"}, the curve {windows, seconds,
     distance_m}, the training's seconds)."""
     sim = simulator(WINDOW, ENVIRONMENTS)
-    sim.set_params(w_policy=sim.model.policy.network.initial_weights(seed))
+    sim.set_params(w_policy=initial_weights(sim.model.policy.network, seed))
     first = simulator(EPISODE, STARTS)  # the standardization: the new network's states from other starts
     first.set_initial_state(**starts(np.random.default_rng(seed), STARTS))
     first.set_params(w_policy=sim.params["w_policy"][0])
