@@ -60,37 +60,32 @@ def test_shac_learns_the_swing_up_with_half_the_window(last_bits):
     assert np.sum(shares >= 0.8) >= 2, shares
 
 
-@pytest.mark.stress
-@pytest.mark.perturbed
-def test_whole_episodes_refine_shacs_policies(last_bits):
-    # measured (exact inputs, seeds 0 to 4): SHAC's returns -629, -819, -1140, -721, -742 become -561, -551, -555,
-    # -554, -554, every episode balanced, after 1500 iterations of whole episodes in 8 environments; the
-    # assertions leave room for a seed to fail
-    evaluation = demo.Evaluation()
-    runs = [demo.train(seed, "refined", None, evaluation, every=1000)[1] for seed in range(3)]
-    before = np.array([run["return"][run["refined_from"]] for run in runs])
-    after = np.array([run["return"][-1] for run in runs])
-    assert np.sum(after > before + 20) >= 2, (before, after)
-    assert np.median(after) > -580, after
-    assert np.sum(np.array([run["balanced"][-1] for run in runs]) >= 0.9) >= 2, runs
+# measured (exact inputs, seeds 0 to 4): SHAC's returns -629, -819, -1140, -721, -742 become
+#   refined: -561, -551, -555, -554, -554, every episode balanced, after 1500 iterations of whole episodes in 8
+#            environments (2,880,000 environment steps);
+#   lbfgs:   -562, -819, -651, -548, -547 after 40 iterations on 16 fixed episodes (about 360,000 steps); under the
+#            two perturbations SHAC's returns move by up to 150 and the refined medians are -560 and -557. Seed 1
+#            exact fails: its 16 episodes' cost fell by 120 while its evaluation return did not move.
+# The assertions leave room for a seed to fail: (seeds, at least this many gain 20, at least this many end with 90%
+# of the evaluation episodes balanced)
+SECOND_STAGES = {"refined": (3, 2, 2), "lbfgs": (5, 4, 3)}
 
 
 @pytest.mark.stress
 @pytest.mark.perturbed
-def test_lbfgs_on_fixed_episodes_refines_shacs_policies(last_bits):
-    # measured (seeds 0 to 4): SHAC's returns -629, -819, -1140, -721, -742 become -562, -819, -651, -548, -547 after
-    # 40 iterations on 16 fixed episodes (about 360,000 environment steps); under the two perturbations SHAC's
-    # returns move by up to 150 and the refined medians are -560 and -557. Seed 1 exact is the failure the
-    # assertions leave room for: its 16 episodes' cost fell by 120 while its evaluation return did not move
+@pytest.mark.parametrize("method", list(SECOND_STAGES))
+def test_a_second_stage_refines_shacs_policies(method, last_bits):
+    seeds, gaining, balancing = SECOND_STAGES[method]
     evaluation = demo.Evaluation()
-    runs = [demo.train(seed, "lbfgs", None, evaluation, every=1000)[1] for seed in range(5)]
+    runs = [demo.train(seed, method, None, evaluation, every=1000)[1] for seed in range(seeds)]
     before = np.array([run["return"][run["refined_from"]] for run in runs])
     after = np.array([run["return"][-1] for run in runs])
-    assert np.sum(after > before + 20) >= 4, (before, after)
+    assert np.sum(after > before + 20) >= gaining, (before, after)
     assert np.median(after) > -580, after
-    assert np.sum(np.array([run["balanced"][-1] for run in runs]) >= 0.9) >= 3, runs
-    spent = np.array([run["steps"][-1] - run["steps"][run["refined_from"]] for run in runs])
-    assert np.all(spent % (16 * demo.EPISODE) == 0) and np.all(spent <= 4 * 41 * 16 * demo.EPISODE), spent
+    assert np.sum(np.array([run["balanced"][-1] for run in runs]) >= 0.9) >= balancing, runs
+    if method == "lbfgs":  # every rollout of the 16 fixed episodes counted, about 2.3 an iteration
+        spent = np.array([run["steps"][-1] - run["steps"][run["refined_from"]] for run in runs])
+        assert np.all(spent % (16 * demo.EPISODE) == 0) and np.all(spent <= 4 * 41 * 16 * demo.EPISODE), spent
 
 
 def joint_fit(seed, iterations):
