@@ -326,3 +326,4 @@ def test_learning_curves_of_five_methods_keep_their_legend_inside():
     figure = plots.learning_curves_figure({name: [run, run] for name in names}, "a title")
     assert plots.text_outside(figure) == []
     assert [t.get_text() for t in figure.legends[0].get_texts()] == names
+    assert plots.text_outside(plots.learning_curves_figure({}, "no methods yet")) == []  # an empty figure, no error

@@ -112,7 +112,7 @@ def plot_learning_curves(curves, path, title="", *, ylabel="return"):
 
 def learning_curves_figure(curves, title="", *, ylabel="return"):
     """The figure of ``plot_learning_curves``, not saved."""
-    columns = min(len(curves), 3)  # of the legend: five methods with long names in one row run past the figure
+    columns = max(min(len(curves), 3), 1)  # of the legend: five methods with long names in a row run past the figure
     figure = Figure(figsize=(10, 3.2 + 0.4 * -(-len(curves) // columns)), layout="constrained")
     colours = dict(zip(curves, ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")))
     for k, (key, label) in enumerate((("steps", "environment steps"), ("seconds", "wall-clock [s]"))):
